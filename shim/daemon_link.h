@@ -1,0 +1,47 @@
+// The shim's side of the shim <-> gpushared link (DESIGN.md §2, docs/protocol.md).
+//
+// Everything here is off the launch path: registration happens once, on the first cuInit, and
+// allocation declarations are rare. The launch path only touches the control block that
+// `control_block()` points at.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gpushare/protocol/control_block.h"
+
+namespace gpushare::shim {
+
+struct Settings;
+
+// control_block(), set_control_block() and local_control_block() live with the launch path
+// (shim/gate.cpp); daemon_link.cpp implements the daemon_link_* functions.
+//
+// The control block the launch path counts into and obeys. Before registration (or with no
+// daemon) it is a process-local block whose gate is open, so the launch path never checks for
+// null. Replaced atomically on (re-)registration; an old block is never unmapped, because another
+// thread may still be inside a launch that read it.
+extern std::atomic<protocol::ControlBlock*> g_control_block;
+inline protocol::ControlBlock* control_block() {
+  return g_control_block.load(std::memory_order_acquire);
+}
+void set_control_block(protocol::ControlBlock* block);
+protocol::ControlBlock* local_control_block();
+
+enum class AllocKind : uint32_t { linear = 0, pitch = 1, managed = 2, async = 3, pool = 4, vmm = 5 };
+
+// Called once from the first cuInit, never from a constructor (so never under the loader lock).
+// Connects and registers, or starts the background retry when the daemon is absent (one warning).
+// Returns false only when settings.require_daemon is set and the daemon cannot be reached: cuInit
+// then fails with CUDA_ERROR_NOT_INITIALIZED... (see shim/families.h).
+bool daemon_link_start(const Settings& settings);
+
+// Declares a successful allocation / free to the daemon, when connected. Returns true when the
+// daemon admits the allocation (always true when not connected: fail-open). Thread-safe.
+bool daemon_link_declare_alloc(uint64_t handle, uint64_t bytes, int device, AllocKind kind);
+void daemon_link_declare_free(uint64_t handle, int device);
+
+// pthread_atfork child handler: the child is a new process with a new pid; it drops the parent's
+// connection (without telling the daemon) and registers afresh on its next cuInit.
+void daemon_link_after_fork_child();
+}  // namespace gpushare::shim

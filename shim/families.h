@@ -1,0 +1,149 @@
+// What each family of hooked symbol does around the real call (see hook_table.h). The launch
+// family is the hot path: read it whole, it fits on one screen.
+#pragma once
+
+#include <cstring>
+
+#include "accounting.h"
+#include "gate.h"
+#include "hooks.h"
+#include "lifecycle.h"
+
+namespace gpushare::shim {
+
+// Returned when the real library cannot be found: the symbol exists only because we export it.
+inline constexpr CUresult kNoDriver = CUDA_ERROR_STUB_LIBRARY;
+
+template <Hook H, class... A>
+inline CUresult launch(A... args) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  pass_gate(1);
+  CUresult result = fn(args...);
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+template <Hook H>
+inline CUresult launch_multi(CUDA_LAUNCH_PARAMS* list, unsigned int devices, unsigned int flags) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  pass_gate(devices);
+  CUresult result = fn(list, devices, flags);
+  count_call(H, result == CUDA_SUCCESS);
+  if (result == CUDA_SUCCESS) g_multi_device_kernels.fetch_add(devices, std::memory_order_relaxed);
+  return result;
+}
+
+template <Hook H>
+inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
+  pass_gate(1);
+  control_block()->graph_launches.fetch_add(1, std::memory_order_relaxed);
+  CUresult result = fn(graph, stream);
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+template <Hook H>
+inline CUresult init(unsigned int flags) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  CUresult result = fn(flags);
+  if (result == CUDA_SUCCESS) result = on_first_init();
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+// --- memory -------------------------------------------------------------------------------
+
+int current_device();  // the calling thread's context device, 0 when it has none
+
+// What an allocation call created, one overload per allocation signature of the table.
+inline Allocation describe_allocation(CUdeviceptr* p, size_t bytes) {
+  return {*p, bytes, current_device(), AllocKind::linear};
+}
+inline Allocation describe_allocation(CUdeviceptr* p, size_t* pitch, size_t, size_t height,
+                                      unsigned int) {
+  return {*p, *pitch * height, current_device(), AllocKind::pitch};  // as the driver reserves it
+}
+inline Allocation describe_allocation(CUdeviceptr* p, size_t bytes, unsigned int) {
+  return {*p, bytes, current_device(), AllocKind::managed};
+}
+inline Allocation describe_allocation(CUdeviceptr* p, size_t bytes, CUstream) {
+  return {*p, bytes, current_device(), AllocKind::async};
+}
+inline Allocation describe_allocation(CUdeviceptr* p, size_t bytes, CUmemoryPool, CUstream) {
+  return {*p, bytes, current_device(), AllocKind::pool};
+}
+inline Allocation describe_allocation(CUmemGenericAllocationHandle* h, size_t bytes,
+                                      const CUmemAllocationProp* prop, unsigned long long) {
+  bool on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  return {*h, bytes, on_device ? prop->location.id : current_device(), AllocKind::vmm};
+}
+
+template <Hook H, class... A>
+inline CUresult alloc(A... args) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  CUresult result = fn(args...);
+  count_call(H, result == CUDA_SUCCESS);
+  if (result == CUDA_SUCCESS) {
+    Allocation a = describe_allocation(args...);
+    record_alloc(a);
+    daemon_link_declare_alloc(a.handle, a.bytes, a.device, a.kind);
+  }
+  return result;
+}
+
+template <Hook H, class Handle, class... Rest>
+inline CUresult dealloc(Handle handle, Rest... rest) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  CUresult result = fn(handle, rest...);
+  count_call(H, result == CUDA_SUCCESS);
+  Allocation freed;
+  // Freeing 0 is a successful no-op in CUDA, not an unknown free.
+  if (result == CUDA_SUCCESS && handle != 0 && record_free(static_cast<uint64_t>(handle), &freed))
+    daemon_link_declare_free(freed.handle, freed.device);
+  return result;
+}
+
+// The job's view of memory is virtualised with issue 6; until then these pass through, counted.
+template <Hook H, class... A>
+inline CUresult mem_info(A... args) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  CUresult result = fn(args...);
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+template <Hook H, class... A>
+inline nvmlReturn_t nvml_mem_info(A... args) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNvmlErrorUninitialized;
+  nvmlReturn_t result = fn(args...);
+  count_call(H, result == kNvmlSuccess);
+  return result;
+}
+
+// --- cuGetProcAddress ------------------------------------------------------------------------
+
+// Replaces *pfn by our wrapper when it is the real entry point of a hooked symbol (compared by
+// address, so the _v2 / _ptsz variant the driver chose is kept).
+void substitute_proc_address(const char* symbol, void** pfn);
+
+template <Hook H, class... A>
+inline CUresult proc_address(const char* symbol, void** pfn, A... rest) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]] return kNoDriver;
+  CUresult result = fn(symbol, pfn, rest...);
+  count_call(H, result == CUDA_SUCCESS);
+  if (result == CUDA_SUCCESS && pfn && *pfn) substitute_proc_address(symbol, pfn);
+  return result;
+}
+
+}  // namespace gpushare::shim
