@@ -61,15 +61,26 @@ bool record_free(uint64_t handle, Allocation* freed) {
   Memory& m = memory();
   std::lock_guard lock(m.mutex);
   auto it = m.live.find(handle);
-  if (it == m.live.end()) {
-    ++m.unknown_frees;
-    return false;
-  }
+  if (it == m.live.end()) return false;
   if (freed) *freed = it->second;
   m.devices[it->second.device].live_bytes -= it->second.bytes;
   ++m.frees;
   m.live.erase(it);
   return true;
+}
+
+void restore_allocation(const Allocation& a) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mutex);
+  m.live[a.handle] = a;
+  --m.frees;
+  m.devices[a.device].live_bytes += a.bytes;
+}
+
+void count_unknown_free() {
+  Memory& m = memory();
+  std::lock_guard lock(m.mutex);
+  ++m.unknown_frees;
 }
 
 void for_each_live_allocation(const std::function<void(const Allocation&)>& fn) {

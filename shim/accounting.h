@@ -30,9 +30,13 @@ inline void count_call(Hook h, bool ok) {
 }
 
 void record_alloc(const Allocation& a);
-// Returns false when the handle was never recorded (freed twice, or allocated before the shim saw
-// it); the free is then not accounted.
+// Takes the handle's allocation out of the books. Returns false when it was never recorded
+// (freed twice, or allocated before the shim saw it).
 bool record_free(uint64_t handle, Allocation* freed);
+// Puts back an allocation whose free the driver refused.
+void restore_allocation(const Allocation& a);
+// A successful free of a handle the shim never saw allocated.
+void count_unknown_free();
 void for_each_live_allocation(const std::function<void(const Allocation&)>& fn);
 
 struct DeviceMemory {

@@ -102,12 +102,16 @@ template <Hook H, class Handle, class... Rest>
 inline CUresult dealloc(Handle handle, Rest... rest) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
+  // Un-account before the real free: once it returns, another thread may be handed the same
+  // address, and its record must not be the one this free removes. Freeing 0 is a successful
+  // no-op in CUDA, not an unknown free.
+  Allocation freed;
+  bool known = handle != 0 && record_free(static_cast<uint64_t>(handle), &freed);
   CUresult result = fn(handle, rest...);
   count_call(H, result == CUDA_SUCCESS);
-  Allocation freed;
-  // Freeing 0 is a successful no-op in CUDA, not an unknown free.
-  if (result == CUDA_SUCCESS && handle != 0 && record_free(static_cast<uint64_t>(handle), &freed))
-    daemon_link_declare_free(freed.handle, freed.device);
+  if (known && result != CUDA_SUCCESS) restore_allocation(freed);
+  if (known && result == CUDA_SUCCESS) daemon_link_declare_free(freed.handle, freed.device);
+  if (!known && handle != 0 && result == CUDA_SUCCESS) count_unknown_free();
   return result;
 }
 

@@ -1,0 +1,69 @@
+// A steady GPU job for end-to-end tests: launches spin kernels of U microseconds back to back
+// (with an optional sleep of G microseconds between them) for S seconds, optionally holding
+// device memory, and reports its kernel rate.
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+
+#include "driver_api.h"
+#include "exercise.h"
+
+using namespace gpushare::clients;
+
+namespace {
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spin-kernel workload"};
+  unsigned kernel_us = 1000, gap_us = 0;
+  double seconds = 1.0;
+  bool per_thread = false;
+  uint64_t alloc_bytes = 0;
+  int device = 0;
+  app.add_option("--kernel-us", kernel_us, "duration of each kernel");
+  app.add_option("--seconds", seconds, "how long to run")->required();
+  app.add_option("--gap-us", gap_us, "sleep between kernels");
+  app.add_option("--alloc-bytes", alloc_bytes, "device memory held while running");
+  app.add_option("--device", device);
+  app.add_flag("--ptds", per_thread);
+  CLI11_PARSE(app, argc, argv);
+
+  DriverApi api;
+  CudartResolution resolution = resolve_cudart_style(api, CUDA_VERSION, per_thread);
+  if (!resolution.error.empty()) return print_result({{"error", resolution.error}});
+  CUcontext ctx = nullptr;
+  CUmodule module = nullptr;
+  CUfunction kernel = nullptr;
+  CUstream stream = nullptr;
+  static const char kImage[] = "gpushare fake module";
+  std::string name = "spin_" + std::to_string(kernel_us);
+  if (api.init(0) != CUDA_SUCCESS || api.primary_ctx_retain(&ctx, device) != CUDA_SUCCESS ||
+      api.ctx_set_current(ctx) != CUDA_SUCCESS || api.stream_create(&stream, 0) != CUDA_SUCCESS ||
+      api.module_load_data(&module, kImage) != CUDA_SUCCESS ||
+      api.module_get_function(&kernel, module, name.c_str()) != CUDA_SUCCESS) {
+    return print_result({{"error", "setup failed"}});
+  }
+  CUdeviceptr held = 0;
+  if (alloc_bytes > 0 && api.mem_alloc(&held, alloc_bytes) != CUDA_SUCCESS) {
+    return print_result({{"error", "out of memory"}});
+  }
+  const timespec gap{0, static_cast<long>(gap_us) * 1000};
+  long long kernels = 0;
+  double start = now_s(), elapsed = 0;
+  do {
+    if (api.launch_kernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS) {
+      return print_result({{"error", "launch failed"}});
+    }
+    ++kernels;
+    if (gap_us > 0) nanosleep(&gap, nullptr);
+    elapsed = now_s() - start;
+  } while (elapsed < seconds);
+  return print_result({{"kernels", kernels},
+                       {"seconds", elapsed},
+                       {"kernels_per_s", static_cast<double>(kernels) / elapsed}});
+}

@@ -1,0 +1,319 @@
+// Fake driver: initialisation, devices, contexts, streams, events and error strings.
+// Launches are synchronous in the fake, so every stream and event is always complete.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "driver_objects.h"
+#include "simulated_device.h"
+
+namespace gpushare::fake {
+namespace {
+std::atomic<bool> g_initialized{false};
+thread_local Context* t_current = nullptr;
+Context g_primary[kMaxDevices];
+std::mutex g_primary_lock;
+
+#define REQUIRE_INIT() \
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
+
+CUresult sync_stream(CUstream stream) {
+  REQUIRE_INIT();
+  int device = 0;
+  return stream_device(stream, &device);
+}
+
+CUresult record_event(CUevent event, CUstream stream) {
+  REQUIRE_INIT();
+  Event* e = as<Event>(event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  int device = 0;
+  if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  e->recorded_ns = now_ns();
+  return CUDA_SUCCESS;
+}
+
+CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
+  REQUIRE_INIT();
+  Event* a = as<Event>(start);
+  Event* b = as<Event>(end);
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (a->recorded_ns == 0 || b->recorded_ns == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = static_cast<float>(static_cast<double>(b->recorded_ns) -
+                           static_cast<double>(a->recorded_ns)) /
+        1e6f;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+bool initialized() {
+  return g_initialized.load(std::memory_order_acquire);
+}
+void mark_initialized() {
+  g_initialized.store(true, std::memory_order_release);
+}
+Context* current_context() {
+  return t_current;
+}
+void set_current_context(Context* context) {
+  t_current = context;
+}
+
+Context* primary_context(int device) {
+  Context* c = &g_primary[device];
+  c->device = device;
+  c->primary = true;
+  return c;
+}
+
+bool valid_device(CUdevice device) {
+  return device >= 0 && device < device_count();
+}
+
+CUresult current_device(int* device) {
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = t_current->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_device(CUstream stream, int* device) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    return current_device(device);
+  }
+  Stream* s = as<Stream>(stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *device = s->context->device;
+  return CUDA_SUCCESS;
+}
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace gpushare::fake
+
+using namespace gpushare::fake;
+
+extern "C" {
+
+CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (open_device_file() == nullptr || device_count() == 0) return CUDA_ERROR_NO_DEVICE;
+  mark_initialized();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  REQUIRE_INIT();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  REQUIRE_INIT();
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = device_count();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  REQUIRE_INIT();
+  if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(length), "gpushare fake device %d", device);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  REQUIRE_INIT();
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(g_primary_lock);
+  Context* c = primary_context(device);
+  ++c->primary_refs;
+  *context = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  REQUIRE_INIT();
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(g_primary_lock);
+  Context* c = primary_context(device);
+  if (c->primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --c->primary_refs;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  return cuDevicePrimaryCtxRelease_v2(device);
+}
+
+CUresult cuCtxCreate_v2(CUcontext* context, unsigned int /*flags*/, CUdevice device) {
+  REQUIRE_INIT();
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  auto* c = new Context;
+  c->device = device;
+  t_current = c;  // the real driver pushes the new context onto the thread's stack
+  *context = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext context) {
+  REQUIRE_INIT();
+  Context* c = as<Context>(context);
+  if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  if (t_current == c) t_current = nullptr;
+  destroy(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext context) {
+  REQUIRE_INIT();
+  if (context != nullptr && as<Context>(context) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  t_current = as<Context>(context);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  REQUIRE_INIT();
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *context = reinterpret_cast<CUcontext>(t_current);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* device) {
+  REQUIRE_INIT();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return current_device(device);
+}
+
+CUresult cuCtxSynchronize() {
+  REQUIRE_INIT();
+  return t_current != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
+  REQUIRE_INIT();
+  if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* s = new Stream;
+  s->context = t_current;
+  *stream = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  REQUIRE_INIT();
+  Stream* s = as<Stream>(stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  destroy(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream stream) {
+  return cuStreamDestroy_v2(stream);
+}
+CUresult cuStreamSynchronize(CUstream stream) {
+  return sync_stream(stream);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  return sync_stream(stream);
+}
+CUresult cuStreamQuery(CUstream stream) {
+  return sync_stream(stream);
+}
+CUresult cuStreamQuery_ptsz(CUstream stream) {
+  return sync_stream(stream);
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int /*flags*/) {
+  REQUIRE_INIT();
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *event = reinterpret_cast<CUevent>(new Event);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+  return record_event(event, stream);
+}
+CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
+  return record_event(event, stream);
+}
+
+CUresult cuEventQuery(CUevent event) {
+  REQUIRE_INIT();
+  return as<Event>(event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+  return cuEventQuery(event);
+}
+
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  return elapsed_time(ms, start, end);
+}
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  return elapsed_time(ms, start, end);
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+  REQUIRE_INIT();
+  Event* e = as<Event>(event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  destroy(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent event) {
+  return cuEventDestroy_v2(event);
+}
+
+#define FAKE_ERRORS(X)                                                        \
+  X(CUDA_SUCCESS, "no error")                                                 \
+  X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                             \
+  X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                \
+  X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                       \
+  X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")               \
+  X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                      \
+  X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")               \
+  X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                     \
+  X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                     \
+  X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                           \
+  X(CUDA_ERROR_NOT_READY, "device not ready")                                 \
+  X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                      \
+  X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported") \
+  X(CUDA_ERROR_UNKNOWN, "unknown error")
+
+CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+#define FAKE_NAME(code, text) \
+  if (error == code) return *name = #code, CUDA_SUCCESS;
+  FAKE_ERRORS(FAKE_NAME)
+#undef FAKE_NAME
+  *name = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+#define FAKE_TEXT(code, message) \
+  if (error == code) return *text = message, CUDA_SUCCESS;
+  FAKE_ERRORS(FAKE_TEXT)
+#undef FAKE_TEXT
+  *text = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+}  // extern "C"

@@ -1,0 +1,121 @@
+// The fake driver's per-process objects (contexts, streams, events, modules, graphs, pools) and
+// the checks every entry point shares. Handles are pointers to these objects; each starts with a
+// tag, so a foreign or destroyed handle gives CUDA_ERROR_INVALID_HANDLE rather than a crash.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+// The driver API is what the fake exports: its declarations get default visibility, everything
+// else in the library is hidden (CXX_VISIBILITY_PRESET) and the version script keeps it local.
+#pragma GCC visibility push(default)
+#include "cuda_api.h"
+#pragma GCC visibility pop
+
+namespace gpushare::fake {
+
+enum class Tag : uint32_t {
+  dead = 0,
+  context = 0x7a6b0001,
+  stream,
+  event,
+  module,
+  function,
+  graph,
+  graph_node,
+  graph_exec,
+  pool,
+  physical_memory,
+};
+
+template <Tag T>
+struct Tagged {
+  static constexpr Tag kTag = T;
+  Tag tag = T;
+};
+
+struct Context : Tagged<Tag::context> {
+  int device = 0;
+  bool primary = false;
+  int primary_refs = 0;  // cuDevicePrimaryCtxRetain minus Release
+};
+
+struct Stream : Tagged<Tag::stream> {
+  Context* context = nullptr;
+};
+
+struct Event : Tagged<Tag::event> {
+  uint64_t recorded_ns = 0;  // 0: never recorded
+};
+
+// A kernel: `spin_<microseconds>` holds the engine that long, any other name takes no time.
+struct Function : Tagged<Tag::function> {
+  std::string name;
+  uint64_t duration_ns = 0;
+};
+
+struct Module : Tagged<Tag::module> {
+  std::mutex lock;
+  std::vector<std::unique_ptr<Function>> functions;  // one per name, handed out again on lookup
+};
+
+struct GraphNode : Tagged<Tag::graph_node> {
+  const Function* kernel = nullptr;
+};
+
+struct Graph : Tagged<Tag::graph> {
+  std::vector<std::unique_ptr<GraphNode>> nodes;
+};
+
+struct GraphExec : Tagged<Tag::graph_exec> {
+  std::vector<const Function*> kernels;  // in the order their nodes were added
+};
+
+struct MemoryPool : Tagged<Tag::pool> {
+  int device = 0;
+};
+
+// Physical memory made by cuMemCreate: a memfd, so that cuMemMap can alias it at any address.
+struct PhysicalMemory : Tagged<Tag::physical_memory> {
+  int device = 0;
+  uint64_t bytes = 0;
+  int memfd = -1;
+  int owner_pid = 0;
+};
+
+// The object behind a handle, or nullptr when the handle is null or of another kind.
+template <class T>
+T* as(const void* handle) {
+  if (handle == nullptr) return nullptr;
+  auto* object = static_cast<T*>(const_cast<void*>(handle));
+  return object->tag == T::kTag ? object : nullptr;
+}
+
+// Deletes an object so that its handle no longer validates (the volatile store is not elided).
+template <class T>
+void destroy(T* object) {
+  *const_cast<volatile Tag*>(&object->tag) = Tag::dead;
+  delete object;
+}
+
+// CUDA_ERROR_NOT_INITIALIZED until cuInit succeeded, as in the real driver.
+bool initialized();
+void mark_initialized();
+
+// The calling thread's current context (nullptr when none) and its device.
+Context* current_context();
+void set_current_context(Context* context);
+Context* primary_context(int device);  // never null for a valid device
+
+// The device a call runs on: the current context's (CUDA_ERROR_INVALID_CONTEXT when none).
+CUresult current_device(int* device);
+// The device of a stream: its context's, or the current context's for the NULL, legacy and
+// per-thread default streams.
+CUresult stream_device(CUstream stream, int* device);
+bool valid_device(CUdevice device);
+
+uint64_t now_ns();
+}  // namespace gpushare::fake
