@@ -1,0 +1,50 @@
+#include "authorization.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <string>
+
+namespace gpushare::daemon {
+
+bool Peer::in_group(gid_t g) const {
+  return gid == g || std::find(groups.begin(), groups.end(), g) != groups.end();
+}
+
+bool is_admin(const Config& config, const Peer& peer) {
+  return peer.uid == 0 || (config.admin_group && peer.in_group(*config.admin_group));
+}
+
+const ProductionRule* production_rule_for(const Config& config, const Peer& peer,
+                                          std::string_view job_name) {
+  std::string name(job_name);
+  for (const auto& rule : config.production_rules) {
+    if (rule.uid && *rule.uid != peer.uid) continue;
+    if (rule.gid && !peer.in_group(*rule.gid)) continue;
+    if (rule.job && fnmatch(rule.job->c_str(), name.c_str(), 0) != 0) continue;
+    return &rule;
+  }
+  return nullptr;
+}
+
+Decision may_set_priority(const Config& config, const Peer& caller, uid_t owner_uid,
+                          protocol::JobClass from, protocol::JobClass to) {
+  if (is_admin(config, caller)) return {true, ""};
+  if (caller.uid != owner_uid)
+    return {false, "uid " + std::to_string(caller.uid) + " may not change a job of uid " +
+                       std::to_string(owner_uid) + " (only root or the admin group may)"};
+  if (to == protocol::JobClass::production && from != protocol::JobClass::production)
+    return {false, "only root or the admin group may raise a job to production"};
+  return {true, ""};
+}
+
+Decision may_administer(const Config& config, const Peer& caller) {
+  if (is_admin(config, caller)) return {true, ""};
+  return {false, "uid " + std::to_string(caller.uid) + " is neither root nor in the admin group"};
+}
+
+const char* class_name(protocol::JobClass c) {
+  return c == protocol::JobClass::production ? "production" : "opportunistic";
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,49 @@
+// Who may do what. Identities come from SO_PEERCRED / SO_PEERGROUPS only, never from a message.
+//
+//   - Root and members of the configured admin group may change anything.
+//   - Any other user may only lower the priority of its own jobs (production -> opportunistic).
+//   - Registering as production needs a matching rule in the config; otherwise the job is
+//     registered as opportunistic and the refusal is logged.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.h"
+#include "gpushare/protocol/control_block.h"
+
+namespace gpushare::daemon {
+
+struct Peer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups at connect time (SO_PEERGROUPS)
+
+  bool in_group(gid_t g) const;
+};
+
+bool is_admin(const Config& config, const Peer& peer);
+
+// The first production rule matching the peer and job name, or nullptr.
+const ProductionRule* production_rule_for(const Config& config, const Peer& peer,
+                                          std::string_view job_name);
+
+struct Decision {
+  bool allowed;
+  std::string reason;  // why not, for the log line and the ctl reply
+};
+
+// May `caller` move a job owned by `owner_uid` from class `from` to class `to`?
+Decision may_set_priority(const Config& config, const Peer& caller, uid_t owner_uid,
+                          protocol::JobClass from, protocol::JobClass to);
+
+// May `caller` change daemon-wide settings (policy, reload)?
+Decision may_administer(const Config& config, const Peer& caller);
+
+const char* class_name(protocol::JobClass c);
+
+}  // namespace gpushare::daemon

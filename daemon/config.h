@@ -1,0 +1,62 @@
+// gpushared's configuration: /etc/gpushare/gpushared.json, or the file named by --config.
+// The schema is documented in docs/daemon.md and shown by deploy/gpushared.json.
+//
+// Every field is validated; an error names the JSON path and what was expected. A bad file is
+// rejected as a whole, so a reload that fails leaves the previous configuration in force.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpushare::daemon {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/gpushare/gpushared.json";
+inline constexpr const char* kDefaultSocketPath = "/run/gpushare/gpushared.sock";
+
+// A job may register as production when at least one rule matches it; a rule matches when every
+// field it names matches (a rule naming nothing is refused by validation).
+struct ProductionRule {
+  std::optional<uid_t> uid;        // from "uid" or "user"
+  std::optional<gid_t> gid;        // from "gid" or "group": the primary or a supplementary group
+  std::optional<std::string> job;  // fnmatch(3) pattern on the job name
+  std::string text;                // the rule as written, for log lines
+};
+
+struct Config {
+  std::string socket_path = kDefaultSocketPath;
+  mode_t socket_mode = 0666;          // everyone may connect: authorisation is per request
+  std::optional<gid_t> socket_group;  // none: the daemon's own group
+  std::optional<gid_t> admin_group;   // members may change anything, like root
+  std::vector<ProductionRule> production_rules;
+  std::string default_policy = "none";
+  std::map<int, std::string> device_policies;  // overrides default_policy per device
+  std::chrono::milliseconds tick{50};
+  size_t max_clients = 1024;
+  std::string log_level = "info";
+};
+
+struct ConfigResult {
+  std::optional<Config> config;
+  std::vector<std::string> errors;  // "path: what was expected", one per problem
+  std::string error_text() const;   // the errors joined with "; "
+};
+
+// Parses JSON text (pure apart from user/group name lookups).
+ConfigResult parse_config(std::string_view text);
+// Reads and parses a file; an unreadable file is one error naming the file.
+ConfigResult load_config(const std::string& path);
+
+// The policies the daemon knows, and the ones this build can run. A known policy that is not yet
+// available is refused with a message saying so, not silently ignored.
+bool policy_known(std::string_view name);
+bool policy_available(std::string_view name);
+std::string known_policies_text();      // "none, tgs, priority, fair"
+std::string available_policies_text();  // "none"
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,218 @@
+// gpusharectl's requests (JSON, docs/protocol.md): status, jobs, set-priority, policy, reload.
+// Who may do what is decided here, in the daemon, from the caller's SO_PEERCRED identity.
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "server.h"
+
+#ifndef GPUSHARE_VERSION
+#define GPUSHARE_VERSION "unknown"
+#endif
+
+namespace gpushare::daemon {
+
+using nlohmann::json;
+using protocol::JobClass;
+
+namespace {
+
+json failure(const std::string& error) {
+  return {{"ok", false}, {"error", error}};
+}
+
+std::optional<JobClass> parse_class(const std::string& name) {
+  if (name == "production") return JobClass::production;
+  if (name == "opportunistic") return JobClass::opportunistic;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
+  json request = json::parse(payload, payload + length, nullptr, /*allow_exceptions=*/false);
+  if (request.is_discarded() || !request.is_object() || !request.contains("command") ||
+      !request["command"].is_string())
+    return drop(c.fd, "sent a ctl request that is not a JSON object with a \"command\" string");
+  std::string command = request["command"].get<std::string>();
+  json answer;
+  try {
+    if (command == "status")
+      answer = ctl_status();
+    else if (command == "jobs")
+      answer = ctl_jobs();
+    else if (command == "set-priority")
+      answer = ctl_set_priority(c.peer, request);
+    else if (command == "policy")
+      answer = ctl_policy(c.peer, request);
+    else if (command == "reload")
+      answer = ctl_reload(c.peer);
+    else
+      answer = failure("unknown command \"" + command + "\"");
+  } catch (const json::exception& e) {
+    // A field of the wrong type: the request is well-framed JSON, so answer instead of dropping.
+    answer = failure(std::string("malformed request: ") + e.what());
+  }
+  std::string text = answer.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > protocol::kMaxPayload)
+    text = failure("the reply (" + std::to_string(text.size()) + " bytes) is over the protocol's " +
+                   std::to_string(protocol::kMaxPayload) + "-byte limit")
+               .dump();
+  // A SOCK_SEQPACKET frame must fit the sender's buffer whole; the kernel caps this at wmem_max.
+  int sndbuf = static_cast<int>(text.size() + 4096);
+  if (text.size() > 64 * 1024) setsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  reply(c, protocol::MessageType::ctl_reply, text.data(), text.size());
+}
+
+json Server::ctl_status() {
+  std::set<int> devices;
+  for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
+  for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
+  for (auto& [id, job] : registry_.jobs())
+    for (int d : job.devices_in_use()) devices.insert(d);
+  json device_list = json::array();
+  for (int d : devices) {
+    size_t jobs = 0;
+    double rate = 0;
+    uint64_t memory = 0;
+    for (auto& [id, job] : registry_.jobs()) {
+      std::vector<int> used = job.devices_in_use();
+      if (std::find(used.begin(), used.end(), d) == used.end()) continue;
+      ++jobs;
+      rate += job.rate.per_second();
+      auto by_device = job.memory_by_device();
+      if (auto it = by_device.find(d); it != by_device.end()) memory += it->second;
+    }
+    device_list.push_back({{"device", d},
+                           {"policy", policy_for(d)},
+                           {"jobs", jobs},
+                           {"kernels_per_s", rate},
+                           {"memory_bytes", memory}});
+  }
+  size_t production = 0;
+  for (auto& [id, job] : registry_.jobs()) production += job.granted == JobClass::production;
+  double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
+  return {{"ok", true},
+          {"daemon",
+           {{"version", GPUSHARE_VERSION},
+            {"protocol", protocol::kWireVersion},
+            {"pid", getpid()},
+            {"uptime_s", uptime},
+            {"config", config_path_},
+            {"socket", socket_path_},
+            {"socket_activated", socket_activated_},
+            {"tick_ms", config_.tick.count()},
+            {"default_policy", config_.default_policy},
+            {"clients", connections_.size()},
+            {"jobs", registry_.size()},
+            {"production_jobs", production},
+            {"dropped_clients", dropped_clients_}}},
+          {"devices", device_list}};
+}
+
+json Server::ctl_jobs() {
+  json jobs = json::array();
+  Clock::time_point now = Clock::now();
+  for (auto& [id, job] : registry_.jobs()) {
+    json memory = json::array();
+    for (const auto& [device, bytes] : job.memory_by_device())
+      memory.push_back({{"device", device}, {"bytes", bytes}});
+    jobs.push_back({{"id", job.id},
+                    {"pid", job.peer.pid},
+                    {"client_pid", job.client_pid},
+                    {"uid", job.peer.uid},
+                    {"gid", job.peer.gid},
+                    {"job", job.name},
+                    {"class", class_name(job.granted)},
+                    {"requested_class", class_name(job.requested)},
+                    {"devices", job.devices_in_use()},
+                    {"kernels_per_s", job.rate.per_second()},
+                    {"launches", job.rate.last()},
+                    {"memory_bytes", job.memory_bytes()},
+                    {"allocations", job.memory.size()},
+                    {"memory", memory},
+                    {"age_s", std::chrono::duration<double>(now - job.registered).count()}});
+  }
+  return {{"ok", true}, {"jobs", jobs}};
+}
+
+json Server::ctl_set_priority(const Peer& caller, const json& request) {
+  auto to = parse_class(request.value("class", std::string()));
+  if (!to) return failure("\"class\" must be \"production\" or \"opportunistic\"");
+  std::vector<Job*> targets;
+  std::string target;
+  if (request.contains("pid")) {
+    int64_t pid = request.at("pid").get<int64_t>();
+    targets = registry_.find_by_pid(static_cast<pid_t>(pid));
+    target = "pid " + std::to_string(pid);
+  } else if (request.contains("job")) {
+    std::string name = request.at("job").get<std::string>();
+    targets = registry_.find_by_name(name);
+    target = "job '" + name + "'";
+  } else {
+    return failure("give \"pid\" or \"job\"");
+  }
+  if (targets.empty()) return failure("no registered job with " + target);
+  // All or nothing: one refused target refuses the whole request.
+  for (Job* job : targets) {
+    Decision d = may_set_priority(config_, caller, job->peer.uid, job->granted, *to);
+    if (!d.allowed) {
+      spdlog::warn("refuse set-priority pid={} job={} -> {} by pid={} uid={}: {}", job->peer.pid,
+                   job->name, class_name(*to), caller.pid, caller.uid, d.reason);
+      return failure("refused: " + d.reason);
+    }
+  }
+  json changed = json::array();
+  for (Job* job : targets) {
+    JobClass from = job->granted;
+    if (from != *to) set_job_class(*job, *to, caller);
+    changed.push_back({{"id", job->id},
+                       {"pid", job->peer.pid},
+                       {"job", job->name},
+                       {"from", class_name(from)},
+                       {"to", class_name(*to)}});
+  }
+  return {{"ok", true}, {"jobs", changed}};
+}
+
+json Server::ctl_policy(const Peer& caller, const json& request) {
+  Decision d = may_administer(config_, caller);
+  if (!d.allowed) {
+    spdlog::warn("refuse policy by pid={} uid={}: {}", caller.pid, caller.uid, d.reason);
+    return failure("refused: " + d.reason);
+  }
+  int64_t device = request.at("device").get<int64_t>();
+  std::string name = request.at("policy").get<std::string>();
+  if (device < 0 || device > protocol::kMaxDeviceIndex)
+    return failure("device must be 0.." + std::to_string(protocol::kMaxDeviceIndex));
+  if (!policy_known(name))
+    return failure("unknown policy \"" + name + "\" (expected one of: " + known_policies_text() +
+                   ")");
+  if (!policy_available(name))
+    return failure("policy \"" + name + "\" is not available in this build (available: " +
+                   available_policies_text() + ")");
+  std::string from = policy_for(static_cast<int>(device));
+  runtime_policies_[static_cast<int>(device)] = name;
+  spdlog::info("policy device={} {} -> {} by pid={} uid={}", device, from, name, caller.pid,
+               caller.uid);
+  return {{"ok", true}, {"device", device}, {"from", from}, {"policy", name}};
+}
+
+json Server::ctl_reload(const Peer& caller) {
+  Decision d = may_administer(config_, caller);
+  if (!d.allowed) {
+    spdlog::warn("refuse reload by pid={} uid={}: {}", caller.pid, caller.uid, d.reason);
+    return failure("refused: " + d.reason);
+  }
+  spdlog::info("reload requested by pid={} uid={}", caller.pid, caller.uid);
+  ConfigResult result = reload();
+  if (!result.config)
+    return failure("the configuration was not reloaded (the previous one stays in force): " +
+                   result.error_text());
+  return {{"ok", true}, {"config", config_path_}};
+}
+
+}  // namespace gpushare::daemon

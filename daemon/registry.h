@@ -1,0 +1,77 @@
+// The jobs the daemon knows: one per registered shim connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "authorization.h"
+#include "gpushare/protocol/control_block.h"
+#include "shared_control_block.h"
+
+namespace gpushare::daemon {
+
+using Clock = std::chrono::steady_clock;
+
+// Kernels per second from samples of a job's launch counter over the last second. The counter is
+// written by the client, so it is untrusted: a counter that goes backwards restarts the window.
+class LaunchRate {
+ public:
+  void sample(Clock::time_point now, uint64_t launches);
+  double per_second() const;
+  uint64_t last() const { return samples_.empty() ? 0 : samples_.back().second; }
+
+ private:
+  std::deque<std::pair<Clock::time_point, uint64_t>> samples_;
+};
+
+struct DeclaredAllocation {
+  uint64_t bytes = 0;
+  uint32_t kind = 0;
+};
+
+struct Job {
+  uint64_t id = 0;
+  int connection = -1;      // the shim's socket
+  Peer peer;                // from SO_PEERCRED
+  uint32_t client_pid = 0;  // the pid as the client sees it (pid namespaces)
+  std::string name;
+  protocol::JobClass requested = protocol::JobClass::opportunistic;
+  protocol::JobClass granted = protocol::JobClass::opportunistic;
+  std::vector<int> devices;                                       // as registered; empty: not known
+  std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;  // (device, handle) -> allocation
+  SharedControlBlock block;
+  LaunchRate rate;
+  Clock::time_point registered;
+
+  uint64_t memory_bytes() const;
+  std::map<int, uint64_t> memory_by_device() const;
+  // Registered devices, else the devices it holds memory on.
+  std::vector<int> devices_in_use() const;
+};
+
+class Registry {
+ public:
+  uint64_t next_id() { return ++last_id_; }
+  Job& add(Job job);
+  void remove(uint64_t id);
+  Job* find(uint64_t id);
+  Job* find_by_connection(int fd);
+  std::vector<Job*> find_by_pid(pid_t pid);
+  std::vector<Job*> find_by_name(const std::string& name);
+  std::map<uint64_t, Job>& jobs() { return jobs_; }
+  size_t size() const { return jobs_.size(); }
+
+  // The tick: samples every job's launch counter.
+  void sample(Clock::time_point now);
+
+ private:
+  uint64_t last_id_ = 0;
+  std::map<uint64_t, Job> jobs_;
+};
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,374 @@
+#include "server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "logging.h"
+#include "socket_io.h"
+
+namespace gpushare::daemon {
+namespace {
+
+// Up to this many frames are read from one client per wake-up, so a chatty client cannot starve
+// the others (epoll is level-triggered: the rest is read on the next round).
+constexpr int kFramesPerWakeup = 16;
+constexpr int kMaxPassedFds = 8;
+
+void arm_timer(int timer, std::chrono::milliseconds period) {
+  itimerspec spec{};
+  spec.it_interval.tv_sec = period.count() / 1000;
+  spec.it_interval.tv_nsec = (period.count() % 1000) * 1000000;
+  spec.it_value = spec.it_interval;
+  timerfd_settime(timer, 0, &spec, nullptr);
+}
+
+bool watch(int epoll, int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+// Closes every descriptor a client passed us: the daemon never accepts any.
+bool close_passed_fds(msghdr& msg) {
+  bool any = false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      ::close(fd);
+    }
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+Server::Server(Config config, std::string config_path)
+    : config_(std::move(config)),
+      config_path_(std::move(config_path)),
+      buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1) {}
+
+Server::~Server() {
+  for (auto& [fd, c] : connections_) ::close(fd);
+  for (int fd : {epoll_, listener_, timer_, signals_, spare_fd_})
+    if (fd >= 0) ::close(fd);
+  if (!socket_activated_ && !socket_path_.empty()) ::unlink(socket_path_.c_str());
+}
+
+bool Server::open() {
+  started_ = Clock::now();
+  std::string error;
+  int passed = sd_listen_fds(1);
+  if (passed == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_SEQPACKET, 1, nullptr, 0) > 0) {
+    listener_ = SD_LISTEN_FDS_START;
+    socket_activated_ = true;
+    fcntl(listener_, F_SETFL, fcntl(listener_, F_GETFL) | O_NONBLOCK);
+    socket_path_ = "(socket activation)";
+    spdlog::info("using the listening socket passed by systemd; socket.* in the config is ignored");
+  } else {
+    if (passed > 0) spdlog::warn("ignoring {} unexpected sockets passed by systemd", passed);
+    socket_path_ = config_.socket_path;
+    listener_ = listen_unix(socket_path_, config_.socket_mode, config_.socket_group, &error);
+    if (listener_ < 0) {
+      spdlog::critical("cannot listen: {}", error);
+      socket_path_.clear();
+      return false;
+    }
+  }
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGHUP, SIGTERM, SIGINT}) sigaddset(&mask, s);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (signals_ < 0 || timer_ < 0 || epoll_ < 0 || !watch(epoll_, listener_) ||
+      !watch(epoll_, signals_) || !watch(epoll_, timer_)) {
+    spdlog::critical("cannot set up the event loop: {}", std::strerror(errno));
+    return false;
+  }
+  arm_timer(timer_, config_.tick);
+  if (sd_watchdog_enabled(0, &watchdog_usec_) <= 0) watchdog_usec_ = 0;
+  return true;
+}
+
+int Server::run() {
+  if (!open()) return 1;
+  spdlog::info("listening on {} (tick {} ms, policy {}, config {})", socket_path_,
+               config_.tick.count(), config_.default_policy, config_path_);
+  sd_notify(0, "READY=1");
+  notify_status();
+  epoll_event events[64];
+  for (;;) {
+    int n = epoll_wait(epoll_, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      spdlog::critical("epoll_wait: {}", std::strerror(errno));
+      return 1;
+    }
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == listener_) {
+        accept_clients();
+      } else if (fd == timer_) {
+        tick();
+      } else if (fd == signals_) {
+        if (!handle_signals()) {
+          sd_notify(0, "STOPPING=1");
+          spdlog::info("stopping ({} jobs registered)", registry_.size());
+          return 0;
+        }
+      } else {
+        read_client(fd);
+      }
+    }
+  }
+}
+
+void Server::accept_clients() {
+  for (;;) {
+    int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: accept and close one pending client, or the level-triggered listener
+        // would wake the loop forever.
+        spdlog::error("out of file descriptors: refusing a connection");
+        ::close(spare_fd_);
+        int refused = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (refused >= 0) ::close(refused);
+        spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: none left
+    }
+    Connection c;
+    c.fd = fd;
+    if (!peer_identity(fd, &c.peer)) {
+      spdlog::warn("refusing a connection: SO_PEERCRED failed: {}", std::strerror(errno));
+      ::close(fd);
+      continue;
+    }
+    if (connections_.size() >= config_.max_clients) {
+      spdlog::warn("refusing pid={} uid={}: max_clients ({}) reached", c.peer.pid, c.peer.uid,
+                   config_.max_clients);
+      ::close(fd);
+      continue;
+    }
+    if (!watch(epoll_, fd)) {
+      ::close(fd);
+      continue;
+    }
+    connections_.emplace(fd, std::move(c));
+  }
+}
+
+void Server::read_client(int fd) {
+  for (int frame = 0; frame < kFramesPerWakeup; ++frame) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) return;
+    Connection& c = it->second;
+    iovec iov{buffer_.data(), buffer_.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return;
+      return disconnect(fd);  // ECONNRESET and friends: the client is gone
+    }
+    bool passed_fds = close_passed_fds(msg);
+    if (n == 0) return disconnect(fd);  // orderly close (SOCK_SEQPACKET reads 0 only at EOF)
+    if (passed_fds || (msg.msg_flags & MSG_CTRUNC))
+      return drop(fd, "sent file descriptors (the daemon accepts none)");
+    if (msg.msg_flags & MSG_TRUNC)
+      return drop(fd,
+                  "sent a frame over the " + std::to_string(buffer_.size() - 1) + "-byte limit");
+    protocol::FrameHeader h{};
+    protocol::FrameError e = protocol::check_frame(buffer_.data(), static_cast<size_t>(n), &h);
+    if (e == protocol::FrameError::bad_version) {
+      protocol::ErrorReply error{};
+      error.code = static_cast<uint32_t>(protocol::ErrorCode::unsupported_version);
+      protocol::copy_text(error.message, ("this daemon speaks protocol version " +
+                                          std::to_string(protocol::kWireVersion))
+                                             .c_str());
+      reply(c, protocol::MessageType::error, &error, sizeof error);
+    }
+    if (e != protocol::FrameError::none) {
+      return drop(fd, std::string("bad frame: ") + protocol::describe(e) + " (" +
+                          std::to_string(n) + " bytes, type " + std::to_string(h.type) +
+                          ", version " + std::to_string(h.version) + ", length " +
+                          std::to_string(h.length) + ")");
+    }
+    handle_frame(c, h, buffer_.data() + sizeof h);
+  }
+}
+
+void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const uint8_t* payload) {
+  using protocol::MessageType;
+  using Role = Connection::Role;
+  switch (static_cast<MessageType>(h.type)) {
+    case MessageType::register_request: {
+      if (c.role != Role::unknown) return drop(c.fd, "sent a second registration");
+      protocol::RegisterRequest r;
+      std::memcpy(&r, payload, sizeof r);
+      return on_register(c, r);
+    }
+    case MessageType::mem_declare: {
+      if (c.role != Role::shim) return drop(c.fd, "declared memory before registering");
+      protocol::MemDeclare m;
+      std::memcpy(&m, payload, sizeof m);
+      return on_mem_declare(c, m);
+    }
+    case MessageType::mem_release: {
+      if (c.role != Role::shim) return drop(c.fd, "released memory before registering");
+      protocol::MemRelease m;
+      std::memcpy(&m, payload, sizeof m);
+      return on_mem_release(c, m);
+    }
+    case MessageType::ctl_request:
+      if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
+      c.role = Role::ctl;
+      return on_ctl(c, payload, h.length);
+    default:
+      return drop(c.fd,
+                  "sent a message only the daemon sends (type " + std::to_string(h.type) + ")");
+  }
+}
+
+void Server::drop(int fd, const std::string& why) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  const Connection& c = it->second;
+  const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr;
+  spdlog::warn("drop pid={} uid={}{}: {}", c.peer.pid, c.peer.uid,
+               job ? " job=" + job->name : std::string(), why);
+  ++dropped_clients_;
+  if (job) registry_.remove(c.job_id);
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  ::close(fd);
+  connections_.erase(it);
+  if (job) notify_status();
+}
+
+void Server::disconnect(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  const Connection& c = it->second;
+  if (const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr) {
+    spdlog::info("unregister pid={} job={} id={}: connection closed", c.peer.pid, job->name,
+                 job->id);
+    registry_.remove(c.job_id);
+  }
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  ::close(fd);
+  bool had_job = c.job_id != 0;
+  connections_.erase(it);
+  if (had_job) notify_status();
+}
+
+bool Server::reply(Connection& c, protocol::MessageType type, const void* payload, size_t length,
+                   int pass_fd) {
+  switch (send_frame(c.fd, type, payload, length, pass_fd)) {
+    case SendResult::sent:
+      return true;
+    case SendResult::would_block:
+      drop(c.fd, "does not read its replies");
+      return false;
+    case SendResult::failed:
+      disconnect(c.fd);
+      return false;
+  }
+  return false;
+}
+
+void Server::tick() {
+  uint64_t expirations;
+  while (::read(timer_, &expirations, sizeof expirations) > 0) {
+  }
+  Clock::time_point now = Clock::now();
+  registry_.sample(now);
+  // Policies run here (issue 5); with "none" the gate stays open.
+  if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {
+    sd_notify(0, "WATCHDOG=1");
+    last_watchdog_ = now;
+  }
+}
+
+bool Server::handle_signals() {
+  signalfd_siginfo info;
+  bool keep_running = true;
+  while (::read(signals_, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGHUP) {
+      spdlog::info("SIGHUP: reloading {}", config_path_);
+      reload();
+    } else {
+      spdlog::info("signal {} from pid {}", strsignal(static_cast<int>(info.ssi_signo)),
+                   info.ssi_pid);
+      keep_running = false;
+    }
+  }
+  return keep_running;
+}
+
+ConfigResult Server::reload() {
+  sd_notify(0, "RELOADING=1");
+  ConfigResult result = load_config(config_path_);
+  if (!result.config) {
+    spdlog::error("reload of {} failed, the previous configuration stays in force: {}",
+                  config_path_, result.error_text());
+    sd_notify(0, "READY=1");
+    return result;
+  }
+  Config next = std::move(*result.config);
+  if (!socket_activated_) {
+    if (next.socket_path != config_.socket_path)
+      spdlog::warn("socket.path changed to {}: takes effect after a restart", next.socket_path);
+    std::string error;
+    if (!set_socket_access(socket_path_, next.socket_mode, next.socket_group, &error))
+      spdlog::error("reload: cannot apply socket mode/group: {}", error);
+  }
+  if (next.tick != config_.tick) arm_timer(timer_, next.tick);
+  set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
+  runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
+  config_ = std::move(next);
+  result.config = config_;
+  spdlog::info("reloaded {} ({} production rules, tick {} ms, policy {})", config_path_,
+               config_.production_rules.size(), config_.tick.count(), config_.default_policy);
+  sd_notify(0, "READY=1");
+  return result;
+}
+
+void Server::notify_status() {
+  sd_notifyf(0, "STATUS=%zu jobs registered", registry_.size());
+}
+
+std::string Server::policy_for(int device) const {
+  if (auto it = runtime_policies_.find(device); it != runtime_policies_.end()) return it->second;
+  if (auto it = config_.device_policies.find(device); it != config_.device_policies.end())
+    return it->second;
+  return config_.default_policy;
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,95 @@
+// gpushared's event loop: one thread, epoll over the listening socket, every client connection, a
+// signalfd (SIGHUP reload, SIGTERM/SIGINT stop) and a timerfd tick that samples control blocks.
+//
+// Every byte from a client is untrusted. A bad frame drops that client with one log line naming
+// its pid and what was wrong; nothing a client sends can stop the daemon.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "authorization.h"
+#include "config.h"
+#include "gpushare/protocol/wire.h"
+#include "registry.h"
+
+namespace gpushare::daemon {
+
+struct Connection {
+  enum class Role { unknown, shim, ctl };
+  int fd = -1;
+  Peer peer;
+  Role role = Role::unknown;
+  uint64_t job_id = 0;  // when role == shim
+};
+
+class Server {
+ public:
+  // `config_path` is re-read on SIGHUP and `gpusharectl reload`.
+  Server(Config config, std::string config_path);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // --log-level: wins over log_level of the file, on reload too.
+  void override_log_level(std::string level) { log_level_override_ = std::move(level); }
+
+  // Opens the socket (or takes the one systemd passed), then serves until SIGTERM or SIGINT.
+  // Returns the process exit status.
+  int run();
+
+ private:
+  // server.cpp: the loop and the connections.
+  bool open();
+  void accept_clients();
+  void read_client(int fd);
+  void handle_frame(Connection& c, const protocol::FrameHeader& h, const uint8_t* payload);
+  void tick();
+  bool handle_signals();  // false: stop
+  void drop(int fd, const std::string& why);
+  void disconnect(int fd);
+  bool reply(Connection& c, protocol::MessageType type, const void* payload, size_t length,
+             int pass_fd = -1);
+  ConfigResult reload();
+  void notify_status();
+  std::string policy_for(int device) const;
+
+  // shim_session.cpp: registration and memory declarations.
+  void on_register(Connection& c, const protocol::RegisterRequest& r);
+  void on_mem_declare(Connection& c, const protocol::MemDeclare& m);
+  void on_mem_release(Connection& c, const protocol::MemRelease& m);
+  void set_job_class(Job& job, protocol::JobClass to, const Peer& by);
+
+  // ctl_commands.cpp: JSON requests from gpusharectl.
+  void on_ctl(Connection& c, const uint8_t* payload, size_t length);
+  nlohmann::json ctl_status();
+  nlohmann::json ctl_jobs();
+  nlohmann::json ctl_set_priority(const Peer& caller, const nlohmann::json& request);
+  nlohmann::json ctl_policy(const Peer& caller, const nlohmann::json& request);
+  nlohmann::json ctl_reload(const Peer& caller);
+
+  Config config_;
+  std::string config_path_;
+  std::string socket_path_;  // fixed at start; a changed socket.path needs a restart
+  bool socket_activated_ = false;
+  Registry registry_;
+  std::map<int, std::string> runtime_policies_;  // set by `gpusharectl policy`, until reload
+  std::unordered_map<int, Connection> connections_;
+  std::vector<uint8_t> buffer_;  // one received frame
+  int epoll_ = -1;
+  int listener_ = -1;
+  int timer_ = -1;
+  int signals_ = -1;
+  int spare_fd_ = -1;  // released to accept-and-close when out of file descriptors
+  Clock::time_point started_;
+  uint64_t watchdog_usec_ = 0;
+  Clock::time_point last_watchdog_;
+  uint64_t dropped_clients_ = 0;
+  std::string log_level_override_;
+};
+
+}  // namespace gpushare::daemon

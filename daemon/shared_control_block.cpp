@@ -1,0 +1,103 @@
+#include "shared_control_block.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace gpushare::daemon {
+
+using protocol::ControlBlock;
+using protocol::kControlBlockSize;
+
+SharedControlBlock::SharedControlBlock(SharedControlBlock&& other) noexcept
+    : memfd_(std::exchange(other.memfd_, -1)), block_(std::exchange(other.block_, nullptr)) {}
+
+SharedControlBlock& SharedControlBlock::operator=(SharedControlBlock&& other) noexcept {
+  if (this != &other) {
+    this->~SharedControlBlock();
+    memfd_ = std::exchange(other.memfd_, -1);
+    block_ = std::exchange(other.block_, nullptr);
+  }
+  return *this;
+}
+
+SharedControlBlock::~SharedControlBlock() {
+  close_memfd();
+  if (block_) munmap(block_, kControlBlockSize);
+  block_ = nullptr;
+}
+
+SharedControlBlock SharedControlBlock::create(uint64_t job_id, protocol::JobClass job_class,
+                                              std::string* error) {
+  SharedControlBlock b;
+  // The name shows up in the shim's /proc/<pid>/maps as "/memfd:gpushare-control (deleted)".
+  b.memfd_ = memfd_create("gpushare-control", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (b.memfd_ < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+    return {};
+  }
+  if (ftruncate(b.memfd_, kControlBlockSize) != 0 ||
+      fcntl(b.memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    *error = std::string("sizing/sealing the control block: ") + std::strerror(errno);
+    return {};
+  }
+  void* page = mmap(nullptr, kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED, b.memfd_, 0);
+  if (page == MAP_FAILED) {
+    *error = std::string("mmap: ") + std::strerror(errno);
+    return {};
+  }
+  // The page is zero-filled; construct the block in place and open the gate.
+  b.block_ = new (page) ControlBlock{};
+  b.block_->magic = protocol::kControlBlockMagic;
+  b.block_->version = protocol::kControlBlockVersion;
+  b.block_->job_id = job_id;
+  b.block_->allowance.store(protocol::kUnlimited, std::memory_order_relaxed);
+  b.block_->paused.store(0, std::memory_order_relaxed);
+  b.block_->job_class.store(static_cast<uint32_t>(job_class), std::memory_order_release);
+  return b;
+}
+
+void SharedControlBlock::close_memfd() {
+  if (memfd_ >= 0) ::close(memfd_);
+  memfd_ = -1;
+}
+
+uint64_t SharedControlBlock::launches() const {
+  return block_ ? block_->launches.load(std::memory_order_relaxed) : 0;
+}
+
+protocol::JobClass SharedControlBlock::job_class() const {
+  return block_ && block_->job_class.load(std::memory_order_relaxed) == 0
+             ? protocol::JobClass::production
+             : protocol::JobClass::opportunistic;
+}
+
+void SharedControlBlock::set_job_class(protocol::JobClass c) {
+  if (!block_) return;
+  block_->job_class.store(static_cast<uint32_t>(c), std::memory_order_release);
+  wake();
+}
+
+void SharedControlBlock::set_gate(uint64_t allowance, bool paused) {
+  if (!block_) return;
+  block_->allowance.store(allowance, std::memory_order_release);
+  block_->paused.store(paused ? 1 : 0, std::memory_order_release);
+  wake();
+}
+
+void SharedControlBlock::wake() {
+  block_->gate_seq.fetch_add(1, std::memory_order_acq_rel);
+  // A shared (not FUTEX_PRIVATE) wake: the waiters are in another process mapping the same memfd.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&block_->gate_seq), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,46 @@
+// The daemon's side of one client's control block (protocol/control_block.h): created here as a
+// sealed memfd, handed to the shim with SCM_RIGHTS, and mapped until the client goes away.
+//
+// The shim writes the counters and may scribble anything over the page: the daemon only reads
+// counters (and compares them with its previous sample) and only writes the gate fields. The
+// memfd is sealed against shrinking, so a client cannot make the daemon's mapping fault (SIGBUS).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gpushare/protocol/control_block.h"
+
+namespace gpushare::daemon {
+
+class SharedControlBlock {
+ public:
+  SharedControlBlock() = default;
+  SharedControlBlock(SharedControlBlock&& other) noexcept;
+  SharedControlBlock& operator=(SharedControlBlock&& other) noexcept;
+  SharedControlBlock(const SharedControlBlock&) = delete;
+  SharedControlBlock& operator=(const SharedControlBlock&) = delete;
+  ~SharedControlBlock();
+
+  // A new block, initialised with an open gate. On failure returns an empty block and sets `error`.
+  static SharedControlBlock create(uint64_t job_id, protocol::JobClass job_class,
+                                   std::string* error);
+
+  bool valid() const { return block_ != nullptr; }
+  // The memfd to pass to the shim; close_memfd() once it has been sent (the mapping stays).
+  int memfd() const { return memfd_; }
+  void close_memfd();
+
+  uint64_t launches() const;
+  protocol::JobClass job_class() const;
+  // Writes the gate fields, then bumps gate_seq and wakes every launch sleeping on it.
+  void set_job_class(protocol::JobClass c);
+  void set_gate(uint64_t allowance, bool paused);
+
+ private:
+  void wake();
+  int memfd_ = -1;
+  protocol::ControlBlock* block_ = nullptr;
+};
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,155 @@
+// The shim's requests: registration (with the control block) and memory declarations.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "server.h"
+
+namespace gpushare::daemon {
+namespace {
+
+using protocol::JobClass;
+
+// Bounds on what one job may declare, so a lying client cannot grow the daemon without limit or
+// overflow the per-device sums: 2^20 allocations of at most 2^43 bytes (8 TiB) sum below 2^64.
+constexpr size_t kMaxAllocationsPerJob = size_t{1} << 20;
+constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 43;
+constexpr uint32_t kMaxAllocKind = 5;  // shim::AllocKind::vmm
+
+// Job names come from the client: anything outside printable ASCII is shown as '?', so a name can
+// never forge a log line or a column.
+std::string printable_name(const char (&field)[protocol::kJobNameSize]) {
+  std::string name(field, strnlen(field, sizeof field));
+  for (char& ch : name)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  return name;
+}
+
+std::string devices_text(const std::vector<int>& devices) {
+  if (devices.empty()) return "any";
+  std::string text;
+  for (int d : devices) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return text;
+}
+
+// Why a registration is malformed, or "" when it is well formed.
+std::string check_register(const protocol::RegisterRequest& r) {
+  if (r.requested_class > 1)
+    return "requested class " + std::to_string(r.requested_class) + " is not 0 or 1";
+  if (r.device_count > protocol::kMaxDevices)
+    return "device_count " + std::to_string(r.device_count) + " is over " +
+           std::to_string(protocol::kMaxDevices);
+  for (uint32_t i = 0; i < r.device_count; ++i)
+    if (r.devices[i] < 0 || r.devices[i] > protocol::kMaxDeviceIndex)
+      return "device index " + std::to_string(r.devices[i]) + " is out of range";
+  if (!protocol::terminated(r.job_name)) return "job name is not NUL-terminated";
+  if (r.job_name[0] == '\0') return "job name is empty";
+  return "";
+}
+
+}  // namespace
+
+void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
+  protocol::RegisterReply answer{};
+  if (std::string problem = check_register(r); !problem.empty()) {
+    answer.status = static_cast<uint32_t>(protocol::RegisterStatus::bad_request);
+    protocol::copy_text(answer.message, problem.c_str());
+    int fd = c.fd;
+    if (reply(c, protocol::MessageType::register_reply, &answer, sizeof answer))
+      drop(fd, "bad registration: " + problem);
+    return;
+  }
+  Job job;
+  job.id = registry_.next_id();
+  job.connection = c.fd;
+  job.peer = c.peer;
+  job.client_pid = r.client_pid;
+  job.name = printable_name(r.job_name);
+  job.requested = static_cast<JobClass>(r.requested_class);
+  job.granted = job.requested;
+  job.devices.assign(r.devices, r.devices + r.device_count);
+  job.registered = Clock::now();
+
+  std::string message = "registered";
+  if (job.requested == JobClass::production && !production_rule_for(config_, c.peer, job.name)) {
+    job.granted = JobClass::opportunistic;
+    message = "production refused: no production rule in " + config_path_ + " matches uid " +
+              std::to_string(c.peer.uid) + ", gid " + std::to_string(c.peer.gid) + ", job '" +
+              job.name + "'; registered as opportunistic";
+    spdlog::warn("refuse production pid={} uid={} gid={} job={}: no production rule matches",
+                 c.peer.pid, c.peer.uid, c.peer.gid, job.name);
+  }
+
+  std::string error;
+  job.block = SharedControlBlock::create(job.id, job.granted, &error);
+  if (!job.block.valid()) {
+    spdlog::error("register pid={} job={}: cannot create its control block: {}", c.peer.pid,
+                  job.name, error);
+    answer.status = static_cast<uint32_t>(protocol::RegisterStatus::unavailable);
+    protocol::copy_text(answer.message, ("daemon cannot create a control block: " + error).c_str());
+    reply(c, protocol::MessageType::register_reply, &answer, sizeof answer);
+    return;
+  }
+  answer.status = static_cast<uint32_t>(protocol::RegisterStatus::ok);
+  answer.granted_class = static_cast<uint32_t>(job.granted);
+  answer.job_id = job.id;
+  protocol::copy_text(answer.message, message.c_str());
+  if (!reply(c, protocol::MessageType::register_reply, &answer, sizeof answer, job.block.memfd()))
+    return;                 // the client went away before its reply: nothing registered
+  job.block.close_memfd();  // the shim holds its own descriptor now; our mapping stays
+
+  c.role = Connection::Role::shim;
+  c.job_id = job.id;
+  spdlog::info("register pid={} uid={} gid={} job={} class={} requested={} devices={} id={}{}",
+               c.peer.pid, c.peer.uid, c.peer.gid, job.name, class_name(job.granted),
+               class_name(job.requested), devices_text(job.devices), job.id,
+               r.client_pid != static_cast<uint32_t>(c.peer.pid)
+                   ? " client_pid=" + std::to_string(r.client_pid)
+                   : std::string());
+  registry_.add(std::move(job));
+  notify_status();
+}
+
+void Server::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
+  Job* job = registry_.find(c.job_id);
+  if (!job) return drop(c.fd, "declared memory without a job");
+  if (m.device < 0 || m.device > protocol::kMaxDeviceIndex)
+    return drop(c.fd, "declared memory on device " + std::to_string(m.device));
+  if (m.bytes > kMaxAllocationBytes)
+    return drop(c.fd,
+                "declared an implausible allocation of " + std::to_string(m.bytes) + " bytes");
+  if (m.kind > kMaxAllocKind || m.flags > 1 || m.reserved != 0)
+    return drop(c.fd, "declared memory with unknown kind/flags");
+  auto key = std::make_pair(static_cast<int>(m.device), m.handle);
+  if (job->memory.size() >= kMaxAllocationsPerJob && !job->memory.count(key))
+    return drop(c.fd,
+                "declared more than " + std::to_string(kMaxAllocationsPerJob) + " allocations");
+  // A handle declared twice (a re-declaration racing the allocation's own declaration after a
+  // reconnect) simply replaces the first.
+  job->memory[key] = DeclaredAllocation{m.bytes, m.kind};
+  spdlog::debug("alloc pid={} job={} device={} bytes={}{}", c.peer.pid, job->name, m.device,
+                m.bytes, m.flags ? " (re-declared)" : "");
+  // Admission control comes with memory oversubscription (issue 6); until then all is admitted.
+  protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
+  reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+}
+
+void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
+  Job* job = registry_.find(c.job_id);
+  if (!job) return drop(c.fd, "released memory without a job");
+  if (m.reserved != 0) return drop(c.fd, "released memory with a non-zero reserved field");
+  // Unknown handles are normal after a reconnect (freed before the re-declaration): ignored.
+  if (job->memory.erase({m.device, m.handle}) == 0)
+    spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid, job->name,
+                  m.device);
+}
+
+void Server::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {
+  JobClass from = job.granted;
+  job.granted = to;
+  job.block.set_job_class(to);
+  spdlog::info("priority pid={} job={} id={} {} -> {} by pid={} uid={}", job.peer.pid, job.name,
+               job.id, class_name(from), class_name(to), by.pid, by.uid);
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,34 @@
+// Socket plumbing of the daemon: the listening socket, peer identity, and sending frames.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "authorization.h"
+#include "gpushare/protocol/wire.h"
+
+namespace gpushare::daemon {
+
+// Creates, binds and listens on a SOCK_SEQPACKET Unix socket at `path`, then applies `mode` and
+// `group`. A stale socket file is replaced; a socket with a live daemon behind it is not.
+// Returns the fd or -1 with `error` set.
+int listen_unix(const std::string& path, mode_t mode, std::optional<gid_t> group,
+                std::string* error);
+
+// Applies mode and group to an existing socket path (on reload).
+bool set_socket_access(const std::string& path, mode_t mode, std::optional<gid_t> group,
+                       std::string* error);
+
+// The connecting process as the kernel saw it at connect time (SO_PEERCRED, SO_PEERGROUPS).
+bool peer_identity(int fd, Peer* peer);
+
+enum class SendResult { sent, would_block, failed };
+
+// Sends one frame without blocking. `pass_fd` >= 0 is attached with SCM_RIGHTS.
+SendResult send_frame(int fd, protocol::MessageType type, const void* payload, size_t length,
+                      int pass_fd = -1);
+
+}  // namespace gpushare::daemon

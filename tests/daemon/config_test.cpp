@@ -1,0 +1,151 @@
+// The configuration parser: every field validated, errors naming the JSON path.
+#include "config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "authorization.h"
+
+namespace gpushare::daemon {
+namespace {
+
+std::string errors_of(const char* text) {
+  return parse_config(text).error_text();
+}
+
+TEST(Config, EmptyObjectGivesTheDocumentedDefaults) {
+  ConfigResult r = parse_config("{}");
+  ASSERT_TRUE(r.config) << r.error_text();
+  EXPECT_EQ(r.config->socket_path, "/run/gpushare/gpushared.sock");
+  EXPECT_EQ(r.config->socket_mode, 0666u);
+  EXPECT_EQ(r.config->tick.count(), 50);
+  EXPECT_EQ(r.config->default_policy, "none");
+  EXPECT_TRUE(r.config->production_rules.empty());
+}
+
+TEST(Config, FullExampleParses) {
+  ConfigResult r = parse_config(R"({
+    "socket": {"path": "/tmp/x.sock", "mode": "0660", "group": "root"},
+    "admin_group": 0,
+    "production": [{"uid": 1000}, {"user": "root", "job": "serve-*"}, {"group": "root"}, {"gid": 5}],
+    "policy": {"default": "none", "devices": {"0": "none", "3": "none"}},
+    "tick_ms": 20, "max_clients": 64, "log_level": "debug"})");
+  ASSERT_TRUE(r.config) << r.error_text();
+  EXPECT_EQ(r.config->socket_mode, 0660u);
+  EXPECT_EQ(r.config->socket_group, 0u);
+  EXPECT_EQ(r.config->admin_group, 0u);
+  ASSERT_EQ(r.config->production_rules.size(), 4u);
+  EXPECT_EQ(r.config->production_rules[1].uid, 0u);
+  EXPECT_EQ(r.config->production_rules[1].job, "serve-*");
+  EXPECT_EQ(r.config->device_policies.at(3), "none");
+  EXPECT_EQ(r.config->tick.count(), 20);
+}
+
+TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
+  EXPECT_EQ(errors_of(R"({"tick_ms": "fast"})"),
+            R"(tick_ms: expected an integer in [10, 1000], got "fast")");
+  EXPECT_EQ(errors_of(R"({"tick_ms": 5000})"),
+            "tick_ms: expected an integer in [10, 1000], got 5000");
+  EXPECT_EQ(errors_of(R"({"socket": {"mode": 660}})"),
+            R"(socket.mode: expected an octal permission string such as "0660", got 660)");
+  EXPECT_EQ(errors_of(R"({"socket": {"path": "relative.sock"}})"),
+            R"(socket.path: expected an absolute path of at most 107 bytes, got "relative.sock")");
+  EXPECT_EQ(errors_of(R"({"production": [{"uid": 1}, {"uid": -3}]})"),
+            "production[1].uid: expected an integer in [0, 4294967294], got -3");
+  EXPECT_EQ(errors_of(R"({"production": [{}]})"),
+            "production[0]: a rule must name at least one of uid, user, gid, group, job");
+  EXPECT_EQ(errors_of(R"({"production": [{"user": "no-such-user-gpushare"}]})"),
+            R"(production[0].user: no user named "no-such-user-gpushare")");
+  EXPECT_EQ(errors_of(R"({"admin_group": "no-such-group-gpushare"})"),
+            R"(admin_group: no group named "no-such-group-gpushare")");
+  EXPECT_EQ(
+      errors_of(R"({"policy": {"devices": {"0": "fastest"}}})"),
+      R"(policy.devices.0: unknown policy "fastest" (expected one of: none, tgs, priority, fair))");
+  EXPECT_EQ(errors_of(R"({"policy": {"devices": {"gpu0": "none"}}})"),
+            "policy.devices.gpu0: a device key must be a device index 0..1023");
+  EXPECT_EQ(errors_of(R"({"log_level": "loud"})"),
+            R"(log_level: expected one of trace, debug, info, warn, error, got "loud")");
+}
+
+TEST(Config, KnownButUnavailablePolicyIsRefusedWithAReason) {
+  EXPECT_EQ(errors_of(R"({"policy": {"default": "tgs"}})"),
+            R"(policy.default: policy "tgs" is not available in this build (available: none))");
+}
+
+TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {
+  EXPECT_EQ(errors_of(R"({"tick": 50})"),
+            "tick: unknown field (expected one of: admin_group, log_level, max_clients, policy, "
+            "production, socket, tick_ms)");
+  EXPECT_EQ(errors_of(R"({"socket": {"pth": "/x"}})"),
+            "socket.pth: unknown field (expected one of: group, mode, path)");
+}
+
+TEST(Config, EveryProblemIsReportedNotOnlyTheFirst) {
+  ConfigResult r = parse_config(R"({"tick_ms": 1, "max_clients": 0, "log_level": 3})");
+  EXPECT_FALSE(r.config);
+  EXPECT_EQ(r.errors.size(), 3u) << r.error_text();
+}
+
+TEST(Config, SyntaxErrorsAndNonObjects) {
+  EXPECT_NE(errors_of("{\"tick_ms\": ").find("(document): not valid JSON"), std::string::npos);
+  EXPECT_EQ(errors_of("[1]"), "(document): expected an object, got [1]");
+  EXPECT_EQ(load_config("/nonexistent/gpushared.json").error_text(),
+            "/nonexistent/gpushared.json: cannot be read");
+}
+
+Peer peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
+  Peer p;
+  p.pid = 100;
+  p.uid = uid;
+  p.gid = gid;
+  p.groups = std::move(groups);
+  return p;
+}
+
+TEST(Authorization, ProductionRulesMatchUidGidSupplementaryGroupAndJobPattern) {
+  Config c =
+      *parse_config(R"({"production": [{"uid": 1000, "job": "serve-*"}, {"gid": 77}]})").config;
+  EXPECT_TRUE(production_rule_for(c, peer(1000, 1000), "serve-a"));
+  EXPECT_FALSE(production_rule_for(c, peer(1000, 1000), "train"));
+  EXPECT_FALSE(production_rule_for(c, peer(1001, 1001), "serve-a"));
+  EXPECT_TRUE(production_rule_for(c, peer(1001, 1001, {5, 77}), "anything"));
+  EXPECT_FALSE(production_rule_for(Config{}, peer(0, 0), "root-needs-a-rule-too"));
+}
+
+TEST(Authorization, OthersMayOnlyLowerTheirOwnJobs) {
+  Config c = *parse_config(R"({"admin_group": 50})").config;
+  using protocol::JobClass;
+  const auto P = JobClass::production, O = JobClass::opportunistic;
+  EXPECT_TRUE(may_set_priority(c, peer(1000, 1000), 1000, P, O).allowed);
+  EXPECT_FALSE(may_set_priority(c, peer(1000, 1000), 1000, O, P).allowed);
+  EXPECT_FALSE(may_set_priority(c, peer(1000, 1000), 1001, P, O).allowed);
+  EXPECT_TRUE(may_set_priority(c, peer(0, 0), 1001, O, P).allowed);
+  EXPECT_TRUE(may_set_priority(c, peer(1002, 1002, {50}), 1001, O, P).allowed);
+  EXPECT_FALSE(may_administer(c, peer(1000, 1000)).allowed);
+  EXPECT_TRUE(may_administer(c, peer(1000, 50)).allowed);
+}
+
+}  // namespace
+}  // namespace gpushare::daemon
+
+namespace gpushare::daemon {
+namespace {
+
+// deploy/gpushared.json is what operators start from: it must stay valid. Its admin group is
+// created by deploy/gpushare.sysusers at install time; "root" stands in for it here.
+TEST(Config, TheInstalledExampleIsValid) {
+  std::ifstream in(std::string(DEPLOY_DIR) + "/gpushared.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string example = std::regex_replace(text.str(), std::regex("\"gpushare\""), "\"root\"");
+  ConfigResult r = parse_config(example);
+  ASSERT_TRUE(r.config) << r.error_text();
+  EXPECT_EQ(r.config->socket_path, kDefaultSocketPath);
+  EXPECT_FALSE(r.config->production_rules.empty());
+}
+
+}  // namespace
+}  // namespace gpushare::daemon

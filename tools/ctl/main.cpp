@@ -1,0 +1,112 @@
+// gpusharectl: asks gpushared what runs where and steers it (docs/daemon.md).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "daemon_client.h"
+#include "tables.h"
+
+using gpushare::ctl::Exchange;
+using nlohmann::json;
+
+namespace {
+
+// Documented in --help and docs/daemon.md; scripts rely on them.
+enum ExitCode { kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3 };
+
+constexpr const char* kFooter = R"(Exit status:
+  0  done
+  1  the daemon refused the request or reported an error (the message says why)
+  2  usage error
+  3  the daemon is unreachable, or its reply was unreadable)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpusharectl: shows and steers the jobs registered with gpushared"};
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  app.fallthrough();  // -o and --socket also after the command
+  std::string socket_path = "/run/gpushare/gpushared.sock";
+  std::string output = "table";
+  app.add_option("--socket", socket_path, "gpushared's socket")
+      ->envname("GPUSHARE_SOCKET")
+      ->capture_default_str();
+  app.add_option("-o,--output", output, "output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+
+  json request;
+  auto* status = app.add_subcommand("status", "the daemon, its devices and their policies");
+  auto* jobs =
+      app.add_subcommand("jobs", "registered jobs: pid, job, class, device, kernels/s, memory");
+  auto* set_priority = app.add_subcommand(
+      "set-priority", "change a job's class (others than root/admin group: only lower your own)");
+  std::string target, job_class;
+  set_priority->add_option("target", target, "pid, or job name (all jobs of that name)")
+      ->required();
+  set_priority->add_option("class", job_class, "production or opportunistic")
+      ->required()
+      ->check(CLI::IsMember({"production", "opportunistic"}));
+  auto* policy = app.add_subcommand("policy", "choose the policy of a device (root/admin group)");
+  int device = 0;
+  std::string policy_name;
+  policy->add_option("device", device, "device index")->required()->check(CLI::NonNegativeNumber);
+  policy->add_option("name", policy_name, "none, tgs, priority or fair")->required();
+  auto* reload =
+      app.add_subcommand("reload", "re-read the daemon's configuration (root/admin group)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kOk : kUsage;
+  }
+
+  if (status->parsed()) request = {{"command", "status"}};
+  if (jobs->parsed()) request = {{"command", "jobs"}};
+  if (reload->parsed()) request = {{"command", "reload"}};
+  if (policy->parsed())
+    request = {{"command", "policy"}, {"device", device}, {"policy", policy_name}};
+  if (set_priority->parsed()) {
+    request = {{"command", "set-priority"}, {"class", job_class}};
+    bool all_digits =
+        !target.empty() && target.find_first_not_of("0123456789") == std::string::npos;
+    if (all_digits && target.size() < 10)
+      request["pid"] = std::stol(target);
+    else
+      request["job"] = target;
+  }
+
+  Exchange x = gpushare::ctl::ask_daemon(socket_path, request);
+  bool as_json = output == "json";
+  if (x.outcome != Exchange::Outcome::replied) {
+    if (as_json)
+      std::cout << json{{"ok", false}, {"error", x.error}}.dump(2) << "\n";
+    else
+      std::cerr << "gpusharectl: " << x.error << "\n";
+    return kUnreachable;
+  }
+  const json& reply = x.reply;
+  bool ok = reply.value("ok", false);
+  if (as_json) {
+    std::cout << reply.dump(2) << "\n";
+    return ok ? kOk : kRefused;
+  }
+  if (!ok) {
+    std::cerr << "gpusharectl: " << reply.value("error", std::string("the daemon refused")) << "\n";
+    return kRefused;
+  }
+  try {
+    if (status->parsed()) std::cout << gpushare::ctl::render_status(reply);
+    if (jobs->parsed()) std::cout << gpushare::ctl::render_jobs(reply);
+    if (set_priority->parsed()) std::cout << gpushare::ctl::render_set_priority(reply);
+    if (policy->parsed()) std::cout << gpushare::ctl::render_policy(reply);
+    if (reload->parsed()) std::cout << "reloaded " << reply.value("config", std::string()) << "\n";
+  } catch (const json::exception& e) {
+    std::cerr << "gpusharectl: unexpected reply from gpushared: " << e.what() << "\n";
+    return kUnreachable;
+  }
+  return kOk;
+}

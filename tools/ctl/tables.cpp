@@ -1,0 +1,110 @@
+#include "tables.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace gpushare::ctl {
+namespace {
+
+using nlohmann::json;
+using Row = std::vector<std::string>;
+
+// Left-aligned columns, two spaces apart.
+std::string table(const std::vector<Row>& rows) {
+  std::vector<size_t> width;
+  for (const Row& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  std::string out;
+  for (const Row& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i)
+      line += r[i] + (i + 1 < r.size() ? std::string(width[i] - r[i].size() + 2, ' ') : "");
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string number(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string devices_text(const json& devices) {
+  if (!devices.is_array() || devices.empty()) return "any";
+  std::string text;
+  for (const auto& d : devices) text += (text.empty() ? "" : ",") + std::to_string(d.get<int>());
+  return text;
+}
+
+}  // namespace
+
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) value /= 1024, ++unit;
+  return unit == 0 ? std::to_string(bytes) + " B" : number(value, 1) + " " + units[unit];
+}
+
+std::string render_status(const json& reply) {
+  const json& d = reply.at("daemon");
+  std::string out;
+  out += "gpushared " + d.value("version", std::string("?")) + " (protocol " +
+         std::to_string(d.value("protocol", 0)) + "), pid " + std::to_string(d.value("pid", 0)) +
+         ", up " + number(d.value("uptime_s", 0.0), 0) + " s\n";
+  out += "config  " + d.value("config", std::string()) + "\n";
+  out += "socket  " + d.value("socket", std::string()) + "\n";
+  out += "jobs    " + std::to_string(d.value("jobs", 0)) + " (" +
+         std::to_string(d.value("production_jobs", 0)) + " production), " +
+         std::to_string(d.value("clients", 0)) + " connections, tick " +
+         std::to_string(d.value("tick_ms", 0)) + " ms, default policy " +
+         d.value("default_policy", std::string()) + "\n";
+  const json& devices = reply.value("devices", json::array());
+  if (!devices.empty()) {
+    std::vector<Row> rows = {{"DEVICE", "POLICY", "JOBS", "KERNELS/S", "MEMORY"}};
+    for (const auto& dev : devices)
+      rows.push_back({std::to_string(dev.value("device", 0)), dev.value("policy", std::string()),
+                      std::to_string(dev.value("jobs", 0)),
+                      number(dev.value("kernels_per_s", 0.0), 1),
+                      human_bytes(dev.value("memory_bytes", uint64_t{0}))});
+    out += "\n" + table(rows);
+  }
+  return out;
+}
+
+std::string render_jobs(const json& reply) {
+  std::vector<Row> rows = {{"PID", "JOB", "CLASS", "DEVICE", "KERNELS/S", "MEMORY", "UID"}};
+  for (const auto& j : reply.at("jobs")) {
+    std::string job_class = j.value("class", std::string());
+    if (j.value("requested_class", job_class) != job_class)
+      job_class += " (asked " + j.value("requested_class", std::string()) + ")";
+    rows.push_back(
+        {std::to_string(j.value("pid", 0)), j.value("job", std::string()), job_class,
+         devices_text(j.value("devices", json::array())), number(j.value("kernels_per_s", 0.0), 1),
+         human_bytes(j.value("memory_bytes", uint64_t{0})), std::to_string(j.value("uid", 0))});
+  }
+  if (rows.size() == 1) return "no jobs registered\n";
+  return table(rows);
+}
+
+std::string render_set_priority(const json& reply) {
+  std::string out;
+  for (const auto& j : reply.at("jobs")) {
+    std::string from = j.value("from", std::string()), to = j.value("to", std::string());
+    out += "pid " + std::to_string(j.value("pid", 0)) + " (" + j.value("job", std::string()) +
+           "): " + (from == to ? "already " + to : from + " -> " + to) + "\n";
+  }
+  return out;
+}
+
+std::string render_policy(const json& reply) {
+  return "device " + std::to_string(reply.value("device", 0)) + ": " +
+         reply.value("from", std::string()) + " -> " + reply.value("policy", std::string()) + "\n";
+}
+
+}  // namespace gpushare::ctl

@@ -1,0 +1,17 @@
+// Human-readable renderings of the daemon's JSON replies (gpusharectl without -o json).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace gpushare::ctl {
+
+std::string render_status(const nlohmann::json& reply);
+std::string render_jobs(const nlohmann::json& reply);
+std::string render_set_priority(const nlohmann::json& reply);
+std::string render_policy(const nlohmann::json& reply);
+
+// 1536 -> "1.5 KiB"
+std::string human_bytes(uint64_t bytes);
+
+}  // namespace gpushare::ctl
