@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "gpushare/policies/policy.h"
 #include "gpushare/protocol/wire.h"
 
 namespace gpushare::daemon {
@@ -16,12 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-struct PolicyName {
-  std::string_view name;
-  bool available;  // implemented in this build; the others come with issue 5
-};
-constexpr std::array<PolicyName, 4> kPolicies = {
-    {{"none", true}, {"tgs", false}, {"priority", false}, {"fair", false}}};
 
 // Collects errors while walking the document; `path` is a JSON-pointer-like dotted path.
 struct Checker {
@@ -170,10 +165,47 @@ void parse_production(Checker& c, const json& rules, Config& config) {
   }
 }
 
+// "parameters": {"tgs": {"target": 0.9}}: each checked by the policy registry itself, which
+// names the parameter and its range when one is wrong.
+void parse_policy_parameters(Checker& c, const json& all, Config& config) {
+  if (!all.is_object())
+    return c.fail_expected("policy.parameters", "an object such as {\"tgs\": {\"target\": 0.9}}",
+                           all);
+  for (const auto& [name, values] : all.items()) {
+    std::string path = "policy.parameters." + name;
+    if (!policy_known(name)) {
+      c.fail(path, "unknown policy \"" + name + "\" (expected one of: " + known_policies_text() + ")");
+      continue;
+    }
+    if (!values.is_object()) {
+      c.fail_expected(path, "an object of numbers", values);
+      continue;
+    }
+    policies::Parameters parameters;
+    bool numbers = true;
+    for (const auto& [key, value] : values.items()) {
+      if (!value.is_number()) {
+        c.fail_expected(path + "." + key, "a number", value);
+        numbers = false;
+        continue;
+      }
+      parameters[key] = value.get<double>();
+    }
+    if (!numbers) continue;
+    policies::MakePolicyResult made = policies::make_policy(name, parameters);
+    if (!made.policy) {
+      c.fail(path, made.error);
+      continue;
+    }
+    config.policy_parameters[name] = parameters;
+  }
+}
+
 void parse_policy(Checker& c, const json& p, Config& config) {
   if (!p.is_object()) return c.fail_expected("policy", "an object", p);
-  c.known_keys("policy", p, {"default", "devices"});
+  c.known_keys("policy", p, {"default", "devices", "parameters"});
   if (p.contains("default")) c.policy("policy.default", p["default"], &config.default_policy);
+  if (p.contains("parameters")) parse_policy_parameters(c, p["parameters"], config);
   if (!p.contains("devices")) return;
   const json& devices = p["devices"];
   if (!devices.is_object())
@@ -217,7 +249,9 @@ ConfigResult parse_config(std::string_view text) {
   } else {
     c.known_keys(
         "", doc,
-        {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level"});
+        {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level",
+         "memory"});
+    if (doc.contains("memory")) parse_memory_config(doc["memory"], &config.memory, &c.errors);
     if (doc.contains("socket")) parse_socket(c, doc["socket"], config);
     if (doc.contains("admin_group"))
       config.admin_group = c.group_or_gid("admin_group", doc["admin_group"]);
@@ -258,29 +292,22 @@ ConfigResult load_config(const std::string& path) {
   return parse_config(text.str());
 }
 
+// Every policy of policies/ is available: the registry there is the one list.
 bool policy_known(std::string_view name) {
-  for (const auto& p : kPolicies)
-    if (p.name == name) return true;
+  for (std::string_view p : policies::policy_names())
+    if (p == name) return true;
   return false;
 }
 
-bool policy_available(std::string_view name) {
-  for (const auto& p : kPolicies)
-    if (p.name == name) return p.available;
-  return false;
-}
+bool policy_available(std::string_view name) { return policy_known(name); }
 
 std::string known_policies_text() {
   std::string text;
-  for (const auto& p : kPolicies) text += (text.empty() ? "" : ", ") + std::string(p.name);
+  for (std::string_view p : policies::policy_names())
+    text += (text.empty() ? "" : ", ") + std::string(p);
   return text;
 }
 
-std::string available_policies_text() {
-  std::string text;
-  for (const auto& p : kPolicies)
-    if (p.available) text += (text.empty() ? "" : ", ") + std::string(p.name);
-  return text;
-}
+std::string available_policies_text() { return known_policies_text(); }
 
 }  // namespace gpushare::daemon

@@ -14,6 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "gpushare/policies/policy.h"
+#include "memory_config.h"
+
 namespace gpushare::daemon {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/gpushare/gpushared.json";
@@ -36,9 +39,11 @@ struct Config {
   std::vector<ProductionRule> production_rules;
   std::string default_policy = "none";
   std::map<int, std::string> device_policies;  // overrides default_policy per device
+  std::map<std::string, policies::Parameters> policy_parameters;  // by policy name
   std::chrono::milliseconds tick{50};
   size_t max_clients = 1024;
   std::string log_level = "info";
+  MemoryConfig memory;  // docs/memory.md
 };
 
 struct ConfigResult {

@@ -50,6 +50,8 @@ void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
       answer = ctl_policy(c.peer, request);
     else if (command == "reload")
       answer = ctl_reload(c.peer);
+    else if (command == "set-limit")
+      answer = ctl_set_limit(c.peer, request);  // memory_ctl.cpp
     else
       answer = failure("unknown command \"" + command + "\"");
   } catch (const json::exception& e) {
@@ -133,6 +135,7 @@ json Server::ctl_jobs() {
                     {"launches", job.rate.last()},
                     {"memory_bytes", job.memory_bytes()},
                     {"allocations", job.memory.size()},
+                    {"memory_state", memory_json(job, true)},  // memory_ctl.cpp
                     {"memory", memory},
                     {"age_s", std::chrono::duration<double>(now - job.registered).count()}});
   }
@@ -194,8 +197,20 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   if (!policy_available(name))
     return failure("policy \"" + name + "\" is not available in this build (available: " +
                    available_policies_text() + ")");
+  policies::Parameters parameters;
+  if (request.contains("parameters")) {
+    if (!request["parameters"].is_string())
+      return failure("parameters must be a string such as \"target=0.9,control_period_ms=100\"");
+    std::string error =
+        policies::parse_parameters(request["parameters"].get<std::string>(), parameters);
+    if (!error.empty()) return failure("policy " + name + ": " + error);
+  }
+  // The registry validates names and ranges; a refused choice leaves the current policy in force.
+  policies::MakePolicyResult made = policies::make_policy(name, parameters);
+  if (!made.policy) return failure("policy " + name + ": " + made.error);
   std::string from = policy_for(static_cast<int>(device));
   runtime_policies_[static_cast<int>(device)] = name;
+  runtime_parameters_[static_cast<int>(device)] = parameters;
   spdlog::info("policy device={} {} -> {} by pid={} uid={}", device, from, name, caller.pid,
                caller.uid);
   return {{"ok", true}, {"device", device}, {"from", from}, {"policy", name}};

@@ -247,6 +247,18 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       std::memcpy(&m, payload, sizeof m);
       return on_mem_release(c, m);
     }
+    case MessageType::device_info: {
+      if (c.role != Role::shim) return drop(c.fd, "sent device info before registering");
+      protocol::DeviceInfo d;
+      std::memcpy(&d, payload, sizeof d);
+      return on_device_info(c, d);
+    }
+    case MessageType::alloc_site: {
+      if (c.role != Role::shim) return drop(c.fd, "announced an allocation site before registering");
+      protocol::AllocSite a;
+      std::memcpy(&a, payload, sizeof a);
+      return on_alloc_site(c, a);
+    }
     case MessageType::ctl_request:
       if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
       c.role = Role::ctl;
@@ -309,7 +321,8 @@ void Server::tick() {
   }
   Clock::time_point now = Clock::now();
   registry_.sample(now);
-  // Policies run here (issue 5); with "none" the gate stays open.
+  scheduler_.tick(registry_, now, [this](int device) { return choice_for(device); });
+  memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
   if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {
     sd_notify(0, "WATCHDOG=1");
     last_watchdog_ = now;
@@ -352,6 +365,7 @@ ConfigResult Server::reload() {
   if (next.tick != config_.tick) arm_timer(timer_, next.tick);
   set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
   runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
+  runtime_parameters_.clear();
   config_ = std::move(next);
   result.config = config_;
   spdlog::info("reloaded {} ({} production rules, tick {} ms, policy {})", config_path_,
@@ -362,6 +376,18 @@ ConfigResult Server::reload() {
 
 void Server::notify_status() {
   sd_notifyf(0, "STATUS=%zu jobs registered", registry_.size());
+}
+
+PolicyChoice Server::choice_for(int device) const {
+  PolicyChoice choice{policy_for(device), {}};
+  if (auto it = runtime_policies_.find(device); it != runtime_policies_.end()) {
+    auto p = runtime_parameters_.find(device);
+    if (p != runtime_parameters_.end()) choice.parameters = p->second;
+  } else if (auto p = config_.policy_parameters.find(choice.name);
+             p != config_.policy_parameters.end()) {
+    choice.parameters = p->second;
+  }
+  return choice;
 }
 
 std::string Server::policy_for(int device) const {

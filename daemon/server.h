@@ -15,7 +15,9 @@
 #include "authorization.h"
 #include "config.h"
 #include "gpushare/protocol/wire.h"
+#include "memory_broker.h"
 #include "registry.h"
+#include "scheduler.h"
 
 namespace gpushare::daemon {
 
@@ -64,6 +66,17 @@ class Server {
   void on_mem_release(Connection& c, const protocol::MemRelease& m);
   void set_job_class(Job& job, protocol::JobClass to, const Peer& by);
 
+  // memory_*.cpp: admission against capacity, the jobs' views, swap (docs/memory.md).
+  void admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m);
+  void memory_released(Job& job, int device);
+  void on_device_info(Connection& c, const protocol::DeviceInfo& d);
+  void on_alloc_site(Connection& c, const protocol::AllocSite& s);
+  void memory_tick(Clock::time_point now);
+  void serve_memory_waiters(Clock::time_point now);
+  void answer_memory(uint64_t job_id, int fd, bool admitted);
+  nlohmann::json ctl_set_limit(const Peer& caller, const nlohmann::json& request);
+  nlohmann::json memory_json(const Job& job, bool with_sites) const;
+
   // ctl_commands.cpp: JSON requests from gpusharectl.
   void on_ctl(Connection& c, const uint8_t* payload, size_t length);
   nlohmann::json ctl_status();
@@ -78,6 +91,10 @@ class Server {
   bool socket_activated_ = false;
   Registry registry_;
   std::map<int, std::string> runtime_policies_;  // set by `gpusharectl policy`, until reload
+  std::map<int, policies::Parameters> runtime_parameters_;  // with runtime_policies_
+  Scheduler scheduler_;
+  MemoryBroker memory_;
+  PolicyChoice choice_for(int device) const;
   std::unordered_map<int, Connection> connections_;
   std::vector<uint8_t> buffer_;  // one received frame
   int epoll_ = -1;

@@ -74,6 +74,10 @@ uint64_t SharedControlBlock::launches() const {
   return block_ ? block_->launches.load(std::memory_order_relaxed) : 0;
 }
 
+uint64_t SharedControlBlock::gate_waits() const {
+  return block_ ? block_->gate_waits.load(std::memory_order_relaxed) : 0;
+}
+
 protocol::JobClass SharedControlBlock::job_class() const {
   return block_ && block_->job_class.load(std::memory_order_relaxed) == 0
              ? protocol::JobClass::production
@@ -89,7 +93,10 @@ void SharedControlBlock::set_job_class(protocol::JobClass c) {
 void SharedControlBlock::set_gate(uint64_t allowance, bool paused) {
   if (!block_) return;
   block_->allowance.store(allowance, std::memory_order_release);
-  block_->paused.store(paused ? 1 : 0, std::memory_order_release);
+  // The memory broker's pause bit is its own (docs/memory.md): the policy never clears it.
+  uint32_t memory = block_->paused.load(std::memory_order_relaxed) & protocol::kPausedForMemory;
+  block_->paused.store((paused ? protocol::kPausedByPolicy : 0) | memory,
+                       std::memory_order_release);
   wake();
 }
 

@@ -32,10 +32,13 @@ class SharedControlBlock {
   void close_memfd();
 
   uint64_t launches() const;
+  uint64_t gate_waits() const;
   protocol::JobClass job_class() const;
   // Writes the gate fields, then bumps gate_seq and wakes every launch sleeping on it.
   void set_job_class(protocol::JobClass c);
   void set_gate(uint64_t allowance, bool paused);
+  // The mapped page, for the memory broker's fields (daemon/memory_swap.cpp); null when empty.
+  protocol::ControlBlock* page() const { return block_; }
 
  private:
   void wake();

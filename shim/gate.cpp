@@ -11,20 +11,9 @@ namespace gpushare::shim {
 namespace {
 
 // Process-local and never gated: used before registration and whenever no daemon is reachable.
-// Constant-initialised, so a launch from another library's constructor finds it ready.
-constinit protocol::ControlBlock g_local_block{
-    .magic = protocol::kControlBlockMagic,
-    .version = protocol::kControlBlockVersion,
-    .job_id = 0,
-    .launches{0},
-    .graph_launches{0},
-    .gated_ns{0},
-    .gate_waits{0},
-    .allowance{protocol::kUnlimited},
-    .paused{0},
-    .job_class{static_cast<uint32_t>(protocol::JobClass::opportunistic)},
-    .gate_seq{0},
-};
+// Constant-initialised (an open gate, see control_block.h), so a launch from another library's
+// constructor finds it ready.
+constinit protocol::ControlBlock g_local_block{};
 
 uint64_t now_ns() {
   timespec ts;

@@ -63,16 +63,31 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
             R"(admin_group: no group named "no-such-group-gpushare")");
   EXPECT_EQ(
       errors_of(R"({"policy": {"devices": {"0": "fastest"}}})"),
-      R"(policy.devices.0: unknown policy "fastest" (expected one of: none, tgs, priority, fair))");
+      R"(policy.devices.0: unknown policy "fastest" (expected one of: tgs, priority, fair, none))");
   EXPECT_EQ(errors_of(R"({"policy": {"devices": {"gpu0": "none"}}})"),
             "policy.devices.gpu0: a device key must be a device index 0..1023");
   EXPECT_EQ(errors_of(R"({"log_level": "loud"})"),
             R"(log_level: expected one of trace, debug, info, warn, error, got "loud")");
 }
 
-TEST(Config, KnownButUnavailablePolicyIsRefusedWithAReason) {
-  EXPECT_EQ(errors_of(R"({"policy": {"default": "tgs"}})"),
-            R"(policy.default: policy "tgs" is not available in this build (available: none))");
+TEST(Config, EveryPolicyOfTheRegistryIsAvailable) {
+  for (const char* name : {"tgs", "priority", "fair", "none"})
+    EXPECT_EQ(errors_of((std::string(R"({"policy": {"default": ")") + name + R"("}})").c_str()), "")
+        << name;
+}
+
+TEST(Config, PolicyParametersAreCheckedByThePolicyItself) {
+  ConfigResult ok = parse_config(R"({"policy": {"default": "tgs", "parameters": {"tgs": {"target": 0.9}}}})");
+  ASSERT_TRUE(ok.config) << ok.error_text();
+  EXPECT_EQ(ok.config->policy_parameters.at("tgs").at("target"), 0.9);
+  std::string out_of_range = errors_of(R"({"policy": {"parameters": {"tgs": {"target": 2}}}})");
+  EXPECT_NE(out_of_range.find("policy.parameters.tgs: "), std::string::npos) << out_of_range;
+  EXPECT_NE(out_of_range.find("target"), std::string::npos) << out_of_range;
+  EXPECT_EQ(errors_of(R"({"policy": {"parameters": {"tgs": {"target": "high"}}}})"),
+            R"(policy.parameters.tgs.target: expected a number, got "high")");
+  EXPECT_NE(errors_of(R"({"policy": {"parameters": {"fastest": {}}}})").find(
+                R"(policy.parameters.fastest: unknown policy "fastest")"),
+            std::string::npos);
 }
 
 TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {

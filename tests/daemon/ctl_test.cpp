@@ -130,17 +130,21 @@ TEST(Ctl, PolicyNamesAreValidatedAndShownInStatus) {
   Daemon daemon(dir);
   ASSERT_TRUE(daemon.start());
   EXPECT_EQ(run_ctl(daemon.socket, {"policy", "1", "none"}).exit_code, 0);
-  CtlResult unavailable = run_ctl(daemon.socket, {"policy", "1", "tgs"});
-  EXPECT_EQ(unavailable.exit_code, 1);
-  EXPECT_NE(unavailable.err.find("not available in this build"), std::string::npos);
+  EXPECT_EQ(run_ctl(daemon.socket, {"policy", "1", "tgs", "target=0.9"}).exit_code, 0);
+  CtlResult out_of_range = run_ctl(daemon.socket, {"policy", "1", "tgs", "target=7"});
+  EXPECT_EQ(out_of_range.exit_code, 1);
+  EXPECT_NE(out_of_range.err.find("target"), std::string::npos) << out_of_range.err;
+  CtlResult bad_pair = run_ctl(daemon.socket, {"policy", "1", "tgs", "target"});
+  EXPECT_EQ(bad_pair.exit_code, 1);
   CtlResult unknown = run_ctl(daemon.socket, {"policy", "1", "fastest"});
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_NE(unknown.err.find("expected one of: none, tgs, priority, fair"), std::string::npos);
+  EXPECT_NE(unknown.err.find("expected one of: tgs, priority, fair, none"), std::string::npos);
   CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
   ASSERT_EQ(status.exit_code, 0);
   ASSERT_EQ(status.json["devices"].size(), 1u) << status.out;
   EXPECT_EQ(status.json["devices"][0]["device"], 1);
-  EXPECT_EQ(status.json["devices"][0]["policy"], "none");
+  // The refused choices left the last accepted one in force.
+  EXPECT_EQ(status.json["devices"][0]["policy"], "tgs");
 }
 
 TEST(Ctl, ExitCodesAndJsonOutput) {

@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   std::string policy_name;
   policy->add_option("device", device, "device index")->required()->check(CLI::NonNegativeNumber);
   policy->add_option("name", policy_name, "none, tgs, priority or fair")->required();
+  std::string policy_parameters;
+  policy->add_option("parameters", policy_parameters,
+                     "e.g. target=0.9,control_period_ms=100 (ranges: docs/policies.md)");
   auto* reload =
       app.add_subcommand("reload", "re-read the daemon's configuration (root/admin group)");
 
@@ -67,8 +70,10 @@ int main(int argc, char** argv) {
   if (status->parsed()) request = {{"command", "status"}};
   if (jobs->parsed()) request = {{"command", "jobs"}};
   if (reload->parsed()) request = {{"command", "reload"}};
-  if (policy->parsed())
+  if (policy->parsed()) {
     request = {{"command", "policy"}, {"device", device}, {"policy", policy_name}};
+    if (!policy_parameters.empty()) request["parameters"] = policy_parameters;
+  }
   if (set_priority->parsed()) {
     request = {{"command", "set-priority"}, {"class", job_class}};
     bool all_digits =

@@ -1,0 +1,89 @@
+#include "scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <vector>
+
+namespace gpushare::daemon {
+
+int Scheduler::device_of(const Job& job) {
+  std::vector<int> devices = job.devices_in_use();
+  return devices.empty() ? 0 : devices.front();
+}
+
+Scheduler::DevicePolicy* Scheduler::policy_for(int device, const PolicyChoice& choice) {
+  DevicePolicy& slot = devices_[device];
+  if (slot.policy && slot.choice.name == choice.name && slot.choice.parameters == choice.parameters)
+    return &slot;
+  policies::MakePolicyResult made = policies::make_policy(choice.name, choice.parameters);
+  if (!made.policy) {
+    // Config and ctl validate before a choice is stored, so this means a bug: keep the old one.
+    spdlog::error("device {}: cannot start policy {}: {}", device, choice.name, made.error);
+    return slot.policy ? &slot : nullptr;
+  }
+  spdlog::info("device {}: policy {} in force", device, choice.name);
+  slot.choice = choice;
+  slot.policy = std::move(made.policy);
+  return &slot;
+}
+
+void Scheduler::tick(Registry& registry, Clock::time_point now,
+                     const std::function<PolicyChoice(int device)>& choice_for) {
+  uint64_t window_ns =
+      last_tick_ == Clock::time_point{}
+          ? 0
+          : static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_tick_).count());
+  last_tick_ = now;
+
+  // Observations per device. Counters come from client memory: a counter that went backwards
+  // (a scribbled block) counts as no work in this window.
+  std::map<int, policies::DeviceObservation> observed;
+  std::map<uint64_t, Job*> by_id;
+  std::set<uint64_t> alive;
+  for (auto& [id, job] : registry.jobs()) {
+    if (!job.block.valid()) continue;
+    alive.insert(id);
+    by_id[id] = &job;
+    Seen& seen = seen_[id];
+    uint64_t launches = job.block.launches();
+    uint64_t waits = job.block.gate_waits();
+    policies::JobObservation o;
+    o.job_id = id;
+    o.job_class = job.granted == protocol::JobClass::production
+                      ? policies::JobClass::production
+                      : policies::JobClass::opportunistic;
+    o.launches = seen.first || launches < seen.launches ? 0 : launches - seen.launches;
+    o.gate_waits = seen.first || waits < seen.gate_waits ? 0 : waits - seen.gate_waits;
+    seen.launches = launches;
+    seen.gate_waits = waits;
+    seen.first = false;
+    policies::DeviceObservation& device = observed[device_of(job)];
+    device.jobs.push_back(o);
+  }
+  for (auto it = seen_.begin(); it != seen_.end();)
+    it = alive.count(it->first) ? std::next(it) : seen_.erase(it);
+
+  uint64_t now_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  for (auto& [device, observation] : observed) {
+    DevicePolicy* slot = policy_for(device, choice_for(device));
+    if (!slot) continue;
+    observation.now_ns = now_ns;
+    observation.window_ns = window_ns;
+    std::vector<policies::Gate> gates = slot->policy->decide(observation);
+    for (const policies::Gate& gate : gates) {
+      auto job = by_id.find(gate.job_id);
+      if (job == by_id.end()) continue;
+      Seen& seen = seen_[gate.job_id];
+      policies::ControlValues v = policies::control_values(gate, seen.launches);
+      if (v.allowance == seen.allowance && v.paused == seen.paused) continue;
+      job->second->block.set_gate(v.allowance, v.paused);
+      seen.allowance = v.allowance;
+      seen.paused = v.paused;
+    }
+  }
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,51 @@
+// The daemon's side of rate control (issue 5): every tick, each device's policy (policies/) gets
+// what its jobs did in the window that just ended, and its gates are written into their control
+// blocks. The policy is a pure function of those observations; this file is the I/O around it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gpushare/policies/policy.h"
+#include "registry.h"
+
+namespace gpushare::daemon {
+
+struct PolicyChoice {
+  std::string name = "none";
+  policies::Parameters parameters;
+};
+
+class Scheduler {
+ public:
+  // Samples every job's counters, decides per device, writes gates that changed. `choice_for`
+  // names the policy in force on a device; a change of name or parameters starts a fresh policy.
+  void tick(Registry& registry, Clock::time_point now,
+            const std::function<PolicyChoice(int device)>& choice_for);
+
+  // The device a job is scheduled on: the first it registered or holds memory on, else 0.
+  static int device_of(const Job& job);
+
+ private:
+  struct DevicePolicy {
+    PolicyChoice choice;
+    std::unique_ptr<policies::Policy> policy;
+  };
+  struct Seen {
+    uint64_t launches = 0;
+    uint64_t gate_waits = 0;
+    uint64_t allowance = protocol::kUnlimited;
+    bool paused = false;
+    bool first = true;
+  };
+  DevicePolicy* policy_for(int device, const PolicyChoice& choice);
+
+  std::map<int, DevicePolicy> devices_;
+  std::map<uint64_t, Seen> seen_;  // by job id
+  Clock::time_point last_tick_{};
+};
+
+}  // namespace gpushare::daemon
