@@ -11,6 +11,7 @@
 
 #include "authorization.h"
 #include "gpushare/protocol/control_block.h"
+#include "memory_job.h"
 #include "shared_control_block.h"
 
 namespace gpushare::daemon {
@@ -32,6 +33,8 @@ class LaunchRate {
 struct DeclaredAllocation {
   uint64_t bytes = 0;
   uint32_t kind = 0;
+  uint32_t flags = 0;  // protocol::MemDeclareFlags bits (swappable, reservation)
+  uint32_t site = 0;   // allocation site id (GPUSHARE_TRACE_ALLOC), 0: not traced
 };
 
 struct Job {
@@ -47,6 +50,7 @@ struct Job {
   SharedControlBlock block;
   LaunchRate rate;
   Clock::time_point registered;
+  JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
 
   uint64_t memory_bytes() const;
   std::map<int, uint64_t> memory_by_device() const;

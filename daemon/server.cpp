@@ -254,7 +254,8 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       return on_device_info(c, d);
     }
     case MessageType::alloc_site: {
-      if (c.role != Role::shim) return drop(c.fd, "announced an allocation site before registering");
+      if (c.role != Role::shim)
+        return drop(c.fd, "announced an allocation site before registering");
       protocol::AllocSite a;
       std::memcpy(&a, payload, sizeof a);
       return on_alloc_site(c, a);

@@ -118,20 +118,20 @@ void Server::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
   if (m.bytes > kMaxAllocationBytes)
     return drop(c.fd,
                 "declared an implausible allocation of " + std::to_string(m.bytes) + " bytes");
-  if (m.kind > kMaxAllocKind || m.flags > 1 || m.reserved != 0)
+  if (m.kind > kMaxAllocKind || m.flags > protocol::kMemDeclareKnownFlags)
     return drop(c.fd, "declared memory with unknown kind/flags");
+  bool reservation = m.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation);
+  if (reservation != ((m.handle & protocol::kReservationTokenBit) != 0))
+    return drop(c.fd, "declared a reservation without a token, or a token without a reservation");
   auto key = std::make_pair(static_cast<int>(m.device), m.handle);
   if (job->memory.size() >= kMaxAllocationsPerJob && !job->memory.count(key))
     return drop(c.fd,
                 "declared more than " + std::to_string(kMaxAllocationsPerJob) + " allocations");
   // A handle declared twice (a re-declaration racing the allocation's own declaration after a
   // reconnect) simply replaces the first.
-  job->memory[key] = DeclaredAllocation{m.bytes, m.kind};
-  spdlog::debug("alloc pid={} job={} device={} bytes={}{}", c.peer.pid, job->name, m.device,
-                m.bytes, m.flags ? " (re-declared)" : "");
-  // Admission control comes with memory oversubscription (issue 6); until then all is admitted.
-  protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
-  reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+  spdlog::debug("alloc pid={} job={} device={} bytes={} flags={}", c.peer.pid, job->name,
+                m.device, m.bytes, m.flags);
+  admit_memory(c, *job, m);  // memory_admission.cpp: admitted, refused, or deferred
 }
 
 void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
@@ -142,6 +142,8 @@ void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
   if (job->memory.erase({m.device, m.handle}) == 0)
     spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid, job->name,
                   m.device);
+  else
+    memory_released(*job, m.device);
 }
 
 void Server::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {

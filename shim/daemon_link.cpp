@@ -30,6 +30,7 @@
 #include "accounting.h"
 #include "gpushare/protocol/wire.h"
 #include "log.h"
+#include "memory_swap.h"
 #include "settings.h"
 
 namespace gpushare::shim {
@@ -40,6 +41,9 @@ using protocol::MessageType;
 
 constexpr int kIoTimeoutMs = 2000;    // any single send/receive/connect with the daemon
 constexpr int kRetryPeriodMs = 1000;  // reconnect attempts while the daemon is away
+// The reply to a memory declaration: the daemon may first move other jobs' memory to host (it
+// bounds that by memory.swap_timeout_ms, at most 8 s; docs/memory.md).
+constexpr int kAdmissionTimeoutMs = 10000;
 
 // What daemon_link_start copied out of Settings: plain data the background thread can read at
 // any time, even while exit() destroys the Settings object.
@@ -232,17 +236,23 @@ void lose_daemon(const char* why) {
   log_warning("lost gpushared (%s): running pass-through, reconnecting in the background", why);
 }
 
-// Under g_mutex, while connected: one MemDeclare round trip. False when the link broke.
-bool declare_locked(int fd, const Allocation& a, protocol::MemDeclareFlags flags, bool* admitted) {
+// Under g_mutex, while connected: one MemDeclare round trip (flags: MemDeclareFlags bits). False
+// when the link broke or the daemon did not answer in time.
+bool declare_locked(int fd, const Allocation& a, uint32_t flags, uint32_t site, bool* admitted) {
   protocol::MemDeclare m{a.handle,
                          a.bytes,
                          physical_device(a.device),
                          static_cast<uint32_t>(a.kind),
-                         static_cast<uint32_t>(flags),
-                         0};
+                         flags,
+                         site};
   protocol::MemReply r{};
-  if (!send_frame(fd, MessageType::mem_declare, &m, sizeof m) ||
-      !receive_frame(fd, MessageType::mem_reply, &r, sizeof r, nullptr, nullptr, 0))
+  if (!send_frame(fd, MessageType::mem_declare, &m, sizeof m)) return false;
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do {
+    n = poll(&p, 1, kAdmissionTimeoutMs);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0 || !receive_frame(fd, MessageType::mem_reply, &r, sizeof r, nullptr, nullptr, 0))
     return false;
   *admitted = r.status == static_cast<uint32_t>(protocol::MemStatus::admitted);
   return true;
@@ -310,12 +320,22 @@ bool connect_and_register(const char** why) {
   for_each_live_allocation([&](const Allocation& a) { live.push_back(a); });
   for (const Allocation& a : live) {
     bool admitted;
-    if (!declare_locked(fd, a, protocol::MemDeclareFlags::redeclared, &admitted)) {
+    uint32_t flags = static_cast<uint32_t>(protocol::MemDeclareFlags::redeclared);
+    if (a.kind == AllocKind::managed)
+      flags |= static_cast<uint32_t>(protocol::MemDeclareFlags::swappable);
+    if (!declare_locked(fd, a, flags, 0, &admitted)) {
       break_link(fd);
       break;
     }
   }
   if (!live.empty()) say("re-declared %zu live allocations", live.size());
+  // The physical size of each visible device: the default capacity derives from it.
+  uint64_t totals[protocol::kMaxDevices];
+  int devices = device_totals(totals, static_cast<int>(protocol::kMaxDevices));
+  for (int i = 0; i < devices && g_fd.load() == fd; ++i) {
+    protocol::DeviceInfo info{physical_device(i), 0, totals[i]};
+    if (!send_frame(fd, MessageType::device_info, &info, sizeof info)) break_link(fd);
+  }
   return true;
 }
 
@@ -404,15 +424,28 @@ bool daemon_link_start(const Settings& settings) {
   return true;
 }
 
-bool daemon_link_declare_alloc(uint64_t handle, uint64_t bytes, int device, AllocKind kind) {
+int daemon_link_physical_device(int ordinal) { return physical_device(ordinal); }
+
+void daemon_link_announce_site(uint32_t site, const char* text) {
+  if (g_fd.load(std::memory_order_relaxed) < 0) return;
+  Lock lock;
+  int fd = g_fd.load();
+  if (fd < 0) return;
+  if (!still_ours(fd)) return break_link(fd);
+  protocol::AllocSite m{site, 0, {}};
+  protocol::copy_text(m.text, text);
+  if (!send_frame(fd, MessageType::alloc_site, &m, sizeof m)) break_link(fd);
+}
+
+bool daemon_link_declare(uint64_t handle, uint64_t bytes, int device, AllocKind kind,
+                         uint32_t flags, uint32_t site) {
   if (g_fd.load(std::memory_order_relaxed) < 0) return true;  // pass-through: fail open
   Lock lock;
   int fd = g_fd.load();
   if (fd < 0) return true;
   if (!still_ours(fd)) return break_link(fd), true;
   bool admitted = true;
-  if (!declare_locked(fd, Allocation{handle, bytes, device, kind}, protocol::MemDeclareFlags::none,
-                      &admitted)) {
+  if (!declare_locked(fd, Allocation{handle, bytes, device, kind}, flags, site, &admitted)) {
     break_link(fd);
     return true;
   }

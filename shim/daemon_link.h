@@ -36,10 +36,19 @@ enum class AllocKind : uint32_t { linear = 0, pitch = 1, managed = 2, async = 3,
 // then fails with CUDA_ERROR_NOT_INITIALIZED... (see shim/families.h).
 bool daemon_link_start(const Settings& settings);
 
-// Declares a successful allocation / free to the daemon, when connected. Returns true when the
-// daemon admits the allocation (always true when not connected: fail-open). Thread-safe.
-bool daemon_link_declare_alloc(uint64_t handle, uint64_t bytes, int device, AllocKind kind);
+// Declares memory to the daemon, when connected: `flags` are protocol::MemDeclareFlags bits (a
+// reservation before the allocation, its commit after; docs/memory.md). Waits for the answer
+// (the daemon may first move other jobs' memory to host). Returns true when the daemon admits it,
+// and always when not connected or the daemon does not answer (fail-open). `device` is the CUDA
+// ordinal. Thread-safe.
+bool daemon_link_declare(uint64_t handle, uint64_t bytes, int device, AllocKind kind,
+                         uint32_t flags, uint32_t site);
+// Releases a handle or a reservation token.
 void daemon_link_declare_free(uint64_t handle, int device);
+// GPUSHARE_TRACE_ALLOC: describes an allocation site id to the daemon.
+void daemon_link_announce_site(uint32_t site, const char* text);
+// The physical device index of a CUDA ordinal (CUDA_VISIBLE_DEVICES).
+int daemon_link_physical_device(int ordinal);
 
 // pthread_atfork child handler: the child is a new process with a new pid; it drops the parent's
 // connection (without telling the daemon) and registers afresh on its next cuInit.

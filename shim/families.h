@@ -8,6 +8,9 @@
 #include "gate.h"
 #include "hooks.h"
 #include "lifecycle.h"
+#include "memory_admission.h"
+#include "memory_swap.h"
+#include "memory_view.h"
 
 namespace gpushare::shim {
 
@@ -84,17 +87,63 @@ inline Allocation describe_allocation(CUmemGenericAllocationHandle* h, size_t by
   return {*h, bytes, on_device ? prop->location.id : current_device(), AllocKind::vmm};
 }
 
+// What an allocation call asks for, before it is made: (bytes, device ordinal, kind).
+struct AllocRequest {
+  uint64_t bytes;
+  int device;
+  AllocKind kind;
+};
+inline AllocRequest describe_request(CUdeviceptr*, size_t bytes) {
+  return {bytes, current_device(), AllocKind::linear};
+}
+inline AllocRequest describe_request(CUdeviceptr*, size_t*, size_t width, size_t height,
+                                     unsigned int) {
+  return {uint64_t{width} * height, current_device(), AllocKind::pitch};  // committed as made
+}
+inline AllocRequest describe_request(CUdeviceptr*, size_t bytes, unsigned int) {
+  return {bytes, current_device(), AllocKind::managed};
+}
+inline AllocRequest describe_request(CUdeviceptr*, size_t bytes, CUstream) {
+  return {bytes, current_device(), AllocKind::async};
+}
+inline AllocRequest describe_request(CUdeviceptr*, size_t bytes, CUmemoryPool, CUstream) {
+  return {bytes, current_device(), AllocKind::pool};
+}
+inline AllocRequest describe_request(CUmemGenericAllocationHandle*, size_t bytes,
+                                     const CUmemAllocationProp* prop, unsigned long long) {
+  bool on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  return {bytes, on_device ? prop->location.id : current_device(), AllocKind::vmm};
+}
+
+// Declared to the daemon BEFORE it is made (docs/memory.md): refused means out of memory. An
+// opportunistic job's plain allocation is made as managed memory, which the daemon can have moved
+// to host when production needs the room.
 template <Hook H, class... A>
 inline CUresult alloc(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  CUresult result = fn(args...);
-  count_call(H, result == CUDA_SUCCESS);
-  if (result == CUDA_SUCCESS) {
-    Allocation a = describe_allocation(args...);
-    record_alloc(a);
-    daemon_link_declare_alloc(a.handle, a.bytes, a.device, a.kind);
+  AllocRequest request = describe_request(args...);
+  bool swappable = request.kind == AllocKind::managed;
+  if constexpr (H == Hook::cuMemAlloc_v2) swappable = allocates_swappable();
+  Reservation reservation = reserve_memory(request.bytes, request.device, request.kind, swappable);
+  if (!reservation.admitted) {
+    count_call(H, false);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  CUresult result;
+  if constexpr (H == Hook::cuMemAlloc_v2)
+    result = swappable ? alloc_swappable(args...) : fn(args...);
+  else
+    result = fn(args...);
+  count_call(H, result == CUDA_SUCCESS);
+  if (result != CUDA_SUCCESS) {
+    cancel_memory(reservation);
+    return result;
+  }
+  Allocation a = describe_allocation(args...);
+  if (swappable) a.kind = AllocKind::managed;
+  record_alloc(a);
+  commit_memory(reservation, a);
   return result;
 }
 
@@ -105,23 +154,33 @@ inline CUresult dealloc(Handle handle, Rest... rest) {
   // Un-account before the real free: once it returns, another thread may be handed the same
   // address, and its record must not be the one this free removes. Freeing 0 is a successful
   // no-op in CUDA, not an unknown free.
+  // Managed memory leaves the swap thread's books first (waiting for a move in progress).
   Allocation freed;
   bool known = handle != 0 && record_free(static_cast<uint64_t>(handle), &freed);
+  bool swappable = known && freed.kind == AllocKind::managed && untrack_swappable(freed.handle);
   CUresult result = fn(handle, rest...);
   count_call(H, result == CUDA_SUCCESS);
   if (known && result != CUDA_SUCCESS) restore_allocation(freed);
+  if (swappable && result != CUDA_SUCCESS)
+    retrack_swappable(freed.handle, freed.bytes, freed.device);
   if (known && result == CUDA_SUCCESS) daemon_link_declare_free(freed.handle, freed.device);
   if (!known && handle != 0 && result == CUDA_SUCCESS) count_unknown_free();
   return result;
 }
 
-// The job's view of memory is virtualised with issue 6; until then these pass through, counted.
+// The job's view of memory (shim/memory_view.h): the driver answers, then the view replaces the
+// numbers of a successful call.
 template <Hook H, class... A>
 inline CUresult mem_info(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   CUresult result = fn(args...);
   count_call(H, result == CUDA_SUCCESS);
+  if (result != CUDA_SUCCESS) return result;
+  if constexpr (H == Hook::cuMemGetInfo_v2)
+    view_mem_info(args...);
+  else
+    view_total_mem(args...);
   return result;
 }
 
@@ -131,6 +190,7 @@ inline nvmlReturn_t nvml_mem_info(A... args) {
   if (!fn) [[unlikely]] return kNvmlErrorUninitialized;
   nvmlReturn_t result = fn(args...);
   count_call(H, result == kNvmlSuccess);
+  if (result == kNvmlSuccess) view_nvml_memory(args...);
   return result;
 }
 

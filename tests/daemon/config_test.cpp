@@ -92,8 +92,8 @@ TEST(Config, PolicyParametersAreCheckedByThePolicyItself) {
 
 TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {
   EXPECT_EQ(errors_of(R"({"tick": 50})"),
-            "tick: unknown field (expected one of: admin_group, log_level, max_clients, policy, "
-            "production, socket, tick_ms)");
+            "tick: unknown field (expected one of: admin_group, log_level, max_clients, memory, "
+            "policy, production, socket, tick_ms)");
   EXPECT_EQ(errors_of(R"({"socket": {"pth": "/x"}})"),
             "socket.pth: unknown field (expected one of: group, mode, path)");
 }

@@ -194,6 +194,33 @@ TEST_F(FakeDriver, ManagedMemoryOversubscribes) {
   EXPECT_EQ(cuMemFree_v2(plain), CUDA_SUCCESS);
 }
 
+// Prefetching a whole managed allocation to the host frees its device memory, so a device
+// allocation that did not fit now does; prefetching it back takes the memory again. Contents
+// stay (the bytes never move in the fake). Issue 6's swap relies on this model.
+TEST_F(FakeDriver, ManagedPrefetchModelsDeviceResidency) {
+  CUdeviceptr managed = 0, plain = 0;
+  const uint64_t big = kCapacity / 10 * 8;
+  const uint64_t used_before = view_->used_bytes(0);
+  ASSERT_EQ(cuMemAllocManaged(&managed, big, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(managed), 0x5a, 4096);
+  EXPECT_EQ(cuMemAlloc_v2(&plain, kCapacity / 10 * 6), CUDA_ERROR_OUT_OF_MEMORY);
+  CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0}, device{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  ASSERT_EQ(cuMemPrefetchAsync_v2(managed, big, host, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(view_->managed_bytes(0), 0u);
+  ASSERT_EQ(cuMemAlloc_v2(&plain, kCapacity / 10 * 6), CUDA_SUCCESS);
+  // Back to the device beyond the capacity: unified memory oversubscribes, it does not fail.
+  ASSERT_EQ(cuMemPrefetchAsync(managed, big, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(view_->managed_bytes(0), big);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(managed)[4095], 0x5a);
+  ASSERT_EQ(cuMemPrefetchAsync(managed, big, CU_DEVICE_CPU, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemPrefetchAsync_v2(managed, big, device, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(view_->managed_bytes(0), big);
+  ASSERT_EQ(cuMemPrefetchAsync(managed, big, CU_DEVICE_CPU, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree_v2(managed), CUDA_SUCCESS);  // host-resident: frees no device memory twice
+  ASSERT_EQ(cuMemFree_v2(plain), CUDA_SUCCESS);
+  EXPECT_EQ(view_->used_bytes(0), used_before);
+}
+
 TEST_F(FakeDriver, PitchRowsAreAligned) {
   CUdeviceptr p = 0;
   size_t pitch = 0;

@@ -26,6 +26,8 @@ struct Allocation {
   int device = 0;
   int owner_pid = 0;  // a fork child frees its inherited copy without un-accounting the parent's
   bool managed = false;
+  // Managed memory only: false once prefetched whole to the host, when it takes no device memory.
+  bool on_device = true;
 };
 
 std::mutex g_lock;
@@ -68,7 +70,7 @@ CUresult release(CUdeviceptr ptr) {
     g_allocations.erase(it);
   }
   munmap(reinterpret_cast<void*>(ptr), a.mapped);
-  account_free(a.device, a.bytes, a.managed, a.owner_pid);
+  if (a.on_device) account_free(a.device, a.bytes, a.managed, a.owner_pid);
   return CUDA_SUCCESS;
 }
 // Whether [ptr, ptr + count) lies inside one managed allocation.
@@ -78,6 +80,38 @@ bool is_managed_range(CUdeviceptr ptr, size_t count) {
   if (it == g_allocations.begin()) return false;
   --it;
   return it->second.managed && ptr + count <= it->first + it->second.bytes;
+}
+
+// Device residency of managed memory: a prefetch that covers a whole managed allocation moves it
+// (to the host: its bytes leave the device; back: they count again, beyond the capacity if need
+// be, as unified memory oversubscribes). Partial ranges are accepted and move nothing.
+CUresult prefetch(CUdeviceptr ptr, size_t count, bool to_host, CUstream stream) {
+  REQUIRE_INIT();
+  int device = 0;
+  if (stream != nullptr) {
+    if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  }
+  std::lock_guard lock(g_lock);
+  auto it = g_allocations.upper_bound(ptr);
+  if (it == g_allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  Allocation& a = it->second;
+  if (!a.managed || ptr + count > it->first + a.bytes) return CUDA_ERROR_INVALID_VALUE;
+  bool whole = ptr == it->first && count == a.bytes;
+  if (!whole || a.on_device != to_host || a.owner_pid != current_pid()) return CUDA_SUCCESS;
+  if (to_host) {
+    account_free(a.device, a.bytes, true, a.owner_pid);
+  } else if (account_alloc(a.device, a.bytes, true) != MemoryResult::ok) {
+    return CUDA_ERROR_OUT_OF_MEMORY;  // only when the device's process table is full
+  }
+  a.on_device = !to_host;
+  return CUDA_SUCCESS;
+}
+
+bool is_host(CUmemLocation location) {
+  return location.type == CU_MEM_LOCATION_TYPE_HOST ||
+         location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
 CUresult managed_hint(CUdeviceptr ptr, size_t count, CUstream stream) {
@@ -242,18 +276,18 @@ CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, CUmem_advise /*advice*/,
                         CUmemLocation /*location*/) {
   return managed_hint(ptr, count, nullptr);
 }
-CUresult cuMemPrefetchAsync(CUdeviceptr ptr, size_t count, CUdevice /*dst*/, CUstream stream) {
-  return managed_hint(ptr, count, stream);
+CUresult cuMemPrefetchAsync(CUdeviceptr ptr, size_t count, CUdevice dst, CUstream stream) {
+  return prefetch(ptr, count, dst == CU_DEVICE_CPU, stream);
 }
-CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr ptr, size_t count, CUdevice /*dst*/, CUstream stream) {
-  return managed_hint(ptr, count, stream);
+CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr ptr, size_t count, CUdevice dst, CUstream stream) {
+  return prefetch(ptr, count, dst == CU_DEVICE_CPU, stream);
 }
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation /*location*/,
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation location,
                                unsigned int /*flags*/, CUstream stream) {
-  return managed_hint(ptr, count, stream);
+  return prefetch(ptr, count, is_host(location), stream);
 }
-CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, size_t count, CUmemLocation /*location*/,
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr ptr, size_t count, CUmemLocation location,
                                     unsigned int /*flags*/, CUstream stream) {
-  return managed_hint(ptr, count, stream);
+  return prefetch(ptr, count, is_host(location), stream);
 }
 }  // extern "C"

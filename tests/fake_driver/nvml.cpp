@@ -62,6 +62,14 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
   return kNvmlSuccess;
 }
 
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  int i = 0;
+  if (nvmlReturn_t r = device_index(device, &i); r != kNvmlSuccess) return r;
+  if (index == nullptr) return kInvalidArgument;
+  *index = static_cast<unsigned int>(i);
+  return kNvmlSuccess;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   int index = 0;
   if (nvmlReturn_t r = device_index(device, &index); r != kNvmlSuccess) return r;

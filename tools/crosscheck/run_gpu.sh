@@ -55,7 +55,7 @@ fi
 
 # Launch-rate overhead: alternate runs without and with the shim.
 rates=$out/launch_rate.jsonl; : >"$rates"
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4 5 6 7 8 9 10; do
   echo "{\"shim\": false, $(python3 "$here/launch_rate.py" | sed 's/^{//')" >>"$rates"
   echo "{\"shim\": true, $(LD_PRELOAD="$shim" python3 "$here/launch_rate.py" | sed 's/^{//')" >>"$rates"
 done
@@ -75,7 +75,7 @@ rates = [json.loads(l) for l in open(sys.argv[2])]
 off = [r["launches_per_s"] for r in rates if not r["shim"]]
 on = [r["launches_per_s"] for r in rates if r["shim"]]
 print()
-print(f"PyTorch add_ launch rate, median of 5 alternating runs: without shim {statistics.median(off):,.0f}/s "
+print(f"PyTorch add_ launch rate, median of 10 alternating runs: without shim {statistics.median(off):,.0f}/s "
       f"(min {min(off):,.0f}, max {max(off):,.0f}); with shim {statistics.median(on):,.0f}/s "
       f"(min {min(on):,.0f}, max {max(on):,.0f}); ratio {statistics.median(on)/statistics.median(off):.3f}")
 PY

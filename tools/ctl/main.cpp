@@ -41,6 +41,16 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "the daemon, its devices and their policies");
   auto* jobs =
       app.add_subcommand("jobs", "registered jobs: pid, job, class, device, kernels/s, memory");
+  bool jobs_memory = false;
+  jobs->add_flag("--memory", jobs_memory,
+                 "memory per job: swap state, limit, allocation sites (GPUSHARE_TRACE_ALLOC=1)");
+  auto* set_limit = app.add_subcommand(
+      "set-limit", "cap a job's device memory (not root/admin group: only tighten your own)");
+  std::string limit_target, limit_bytes;
+  set_limit->add_option("target", limit_target, "pid, or job name (all jobs of that name)")
+      ->required();
+  set_limit->add_option("bytes", limit_bytes, "bytes, with K/M/G/T (e.g. 8G), or none")
+      ->required();
   auto* set_priority = app.add_subcommand(
       "set-priority", "change a job's class (others than root/admin group: only lower your own)");
   std::string target, job_class;
@@ -74,6 +84,16 @@ int main(int argc, char** argv) {
     request = {{"command", "policy"}, {"device", device}, {"policy", policy_name}};
     if (!policy_parameters.empty()) request["parameters"] = policy_parameters;
   }
+  if (set_limit->parsed()) {
+    request = {{"command", "set-limit"}};
+    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);
+    bool all_digits = !limit_target.empty() &&
+                      limit_target.find_first_not_of("0123456789") == std::string::npos;
+    if (all_digits && limit_target.size() < 10)
+      request["pid"] = std::stol(limit_target);
+    else
+      request["job"] = limit_target;
+  }
   if (set_priority->parsed()) {
     request = {{"command", "set-priority"}, {"class", job_class}};
     bool all_digits =
@@ -105,7 +125,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (status->parsed()) std::cout << gpushare::ctl::render_status(reply);
-    if (jobs->parsed()) std::cout << gpushare::ctl::render_jobs(reply);
+    if (jobs->parsed())
+      std::cout << (jobs_memory ? gpushare::ctl::render_jobs_memory(reply)
+                                : gpushare::ctl::render_jobs(reply));
+    if (set_limit->parsed()) std::cout << gpushare::ctl::render_set_limit(reply);
     if (set_priority->parsed()) std::cout << gpushare::ctl::render_set_priority(reply);
     if (policy->parsed()) std::cout << gpushare::ctl::render_policy(reply);
     if (reload->parsed()) std::cout << "reloaded " << reply.value("config", std::string()) << "\n";

@@ -107,4 +107,41 @@ std::string render_policy(const json& reply) {
          reply.value("from", std::string()) + " -> " + reply.value("policy", std::string()) + "\n";
 }
 
+namespace {
+std::string limit_text(const json& v) {
+  return v.is_number_unsigned() ? human_bytes(v.get<uint64_t>()) : "none";
+}
+}  // namespace
+
+std::string render_jobs_memory(const json& reply) {
+  std::vector<Row> rows = {{"PID", "JOB", "CLASS", "MEMORY", "LIMIT", "STATE", "SWAPS OUT/IN"}};
+  std::string sites;
+  for (const auto& j : reply.at("jobs")) {
+    const json& m = j.value("memory_state", json::object());
+    rows.push_back({std::to_string(j.value("pid", 0)), j.value("job", std::string()),
+                    j.value("class", std::string()),
+                    human_bytes(j.value("memory_bytes", uint64_t{0})),
+                    limit_text(m.value("limit_bytes", json())), m.value("state", std::string()),
+                    std::to_string(m.value("swaps_out", 0)) + "/" +
+                        std::to_string(m.value("swaps_in", 0))});
+    for (const auto& s : m.value("sites", json::array()))
+      sites += "  " + std::to_string(j.value("pid", 0)) + "  " +
+               human_bytes(s.value("bytes", uint64_t{0})) + " in " +
+               std::to_string(s.value("allocations", 0)) + " allocations  " +
+               s.value("where", std::string()) + "\n";
+  }
+  if (rows.size() == 1) return "no jobs registered\n";
+  if (!sites.empty()) sites = "\nallocation sites (GPUSHARE_TRACE_ALLOC=1):\n" + sites;
+  return table(rows) + sites;
+}
+
+std::string render_set_limit(const json& reply) {
+  std::string out;
+  for (const auto& j : reply.at("jobs"))
+    out += "pid " + std::to_string(j.value("pid", 0)) + " (" + j.value("job", std::string()) +
+           "): limit " + limit_text(j.value("from", json())) + " -> " +
+           limit_text(j.value("to", json())) + "\n";
+  return out;
+}
+
 }  // namespace gpushare::ctl

@@ -10,6 +10,9 @@ std::string render_status(const nlohmann::json& reply);
 std::string render_jobs(const nlohmann::json& reply);
 std::string render_set_priority(const nlohmann::json& reply);
 std::string render_policy(const nlohmann::json& reply);
+// `jobs --memory` and `set-limit` (docs/memory.md).
+std::string render_jobs_memory(const nlohmann::json& reply);
+std::string render_set_limit(const nlohmann::json& reply);
 
 // 1536 -> "1.5 KiB"
 std::string human_bytes(uint64_t bytes);

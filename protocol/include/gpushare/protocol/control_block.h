@@ -19,11 +19,22 @@ inline constexpr uint64_t kUnlimited = ~uint64_t{0};
 
 enum class JobClass : uint32_t { production = 0, opportunistic = 1 };
 
+// Bits of ControlBlock::paused: the policies' gate and the memory broker pause independently (the
+// shim's gate only asks whether any bit is set).
+inline constexpr uint32_t kPausedByPolicy = 1;
+inline constexpr uint32_t kPausedForMemory = 2;
+
+// Where a job's swappable memory is (docs/memory.md).
+enum class Residency : uint32_t { device = 0, host = 1 };
+inline constexpr size_t kMemoryViews = 8;
+
+// Default member values are an open gate, so a value-initialised block (the shim's local one)
+// never holds a launch.
 struct alignas(64) ControlBlock {
   // Written once by the daemon before the block is handed over.
-  uint32_t magic;
-  uint32_t version;
-  uint64_t job_id;
+  uint32_t magic = kControlBlockMagic;
+  uint32_t version = kControlBlockVersion;
+  uint64_t job_id = 0;
 
   // Shim -> daemon. Bumped with relaxed atomics on the launch path; the daemon samples them every
   // tick and derives rates from differences.
@@ -35,12 +46,32 @@ struct alignas(64) ControlBlock {
   // Daemon -> shim.
   // A launch numbered n (the value of `launches` after its own increment) may proceed while
   // n <= allowance. kUnlimited opens the gate. `paused` holds every launch regardless.
-  alignas(64) std::atomic<uint64_t> allowance;
+  alignas(64) std::atomic<uint64_t> allowance{kUnlimited};
   std::atomic<uint32_t> paused;
-  std::atomic<uint32_t> job_class;                   // JobClass granted by the daemon
+  std::atomic<uint32_t> job_class{static_cast<uint32_t>(JobClass::opportunistic)};  // granted
   // Futex word: the daemon bumps it after every change of allowance/paused/job_class and wakes
   // all waiters. A blocked launch sleeps on it, never spins.
   std::atomic<uint32_t> gate_seq;
+
+  // Memory oversubscription (docs/memory.md). Added at the end: the offsets above are unchanged.
+  // Daemon -> shim: where the job's swappable (managed) memory must be. The daemon writes
+  // memory_target, then bumps memory_request_seq (a futex word the shim's swap thread sleeps on).
+  alignas(64) std::atomic<uint32_t> memory_target;  // Residency
+  std::atomic<uint32_t> memory_request_seq;
+  // Shim -> daemon: the last request carried out, where the memory is now, and what it cost.
+  std::atomic<uint32_t> memory_done_seq;
+  std::atomic<uint32_t> memory_residency;  // Residency
+  std::atomic<uint64_t> swap_bytes;        // bytes moved by the last completed request
+  std::atomic<uint64_t> swap_ns;           // how long that took
+  // Daemon -> shim: the job's view of device memory, one entry per device it uses (total 0: no
+  // view published, the shim passes the driver's answer through).
+  struct MemoryView {
+    std::atomic<int32_t> device;  // physical device index
+    std::atomic<uint32_t> reserved;
+    std::atomic<uint64_t> total_bytes;  // min(job limit, device capacity)
+    std::atomic<uint64_t> free_bytes;   // what the job may still allocate
+  };
+  MemoryView memory_views[kMemoryViews];
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");

@@ -37,6 +37,8 @@ enum class MessageType : uint16_t {
   mem_declare = 3,  // shim -> daemon; answered by mem_reply
   mem_reply = 4,
   mem_release = 5,   // shim -> daemon; no reply
+  device_info = 6,   // shim -> daemon, before its first declaration on a device; no reply
+  alloc_site = 7,    // shim -> daemon, before the first declaration from a site; no reply
   ctl_request = 16,  // gpusharectl -> daemon, JSON; answered by ctl_reply, JSON
   ctl_reply = 17,
   error = 32,  // daemon -> any client, just before it closes the connection
@@ -73,15 +75,29 @@ struct RegisterReply {
   char message[kMessageSize];
 };
 
-enum class MemDeclareFlags : uint32_t { none = 0, redeclared = 1 };  // redeclared: after reconnect
+// Bits. redeclared: a live allocation declared again after a reconnect. swappable: managed
+// memory the shim can move to host (docs/memory.md). reservation: declared BEFORE the allocation
+// is made, under a shim-chosen token (kReservationTokenBit set) instead of a handle; the shim
+// releases the token once the allocation is made (and committed under its real handle) or failed.
+// committed: the real handle of an admitted reservation; never refused.
+enum class MemDeclareFlags : uint32_t {
+  none = 0,
+  redeclared = 1,
+  swappable = 2,
+  reservation = 4,
+  committed = 8,
+};
+inline constexpr uint32_t kMemDeclareKnownFlags = 15;
+// Reservation tokens are never user-space addresses (which stay below 2^57).
+inline constexpr uint64_t kReservationTokenBit = uint64_t{1} << 63;
 
 struct MemDeclare {
   uint64_t handle;  // device pointer or VMM handle; unique per (job, device)
   uint64_t bytes;
   int32_t device;     // physical device index
   uint32_t kind;      // shim::AllocKind, for display only
-  uint32_t flags;     // MemDeclareFlags
-  uint32_t reserved;  // 0
+  uint32_t flags;  // MemDeclareFlags bits
+  uint32_t site;   // allocation site id announced by an alloc_site message; 0: not traced
 };
 
 enum class MemStatus : uint32_t { admitted = 0, refused = 1 };
@@ -95,6 +111,22 @@ struct MemRelease {
   uint64_t handle;
   int32_t device;
   uint32_t reserved;  // 0
+};
+
+// The physical memory of a device as the driver reports it: the default capacity is this less
+// the configured reserve.
+struct DeviceInfo {
+  int32_t device;  // physical device index
+  uint32_t reserved;  // 0
+  uint64_t total_bytes;
+};
+
+// GPUSHARE_TRACE_ALLOC=1: where allocations come from, announced once per site and connection.
+inline constexpr size_t kSiteTextSize = 240;
+struct AllocSite {
+  uint32_t site;  // non-zero, chosen by the shim
+  uint32_t reserved;  // 0
+  char text[kSiteTextSize];  // call stack, innermost first; NUL-terminated
 };
 
 struct ErrorReply {
@@ -111,6 +143,8 @@ static_assert(sizeof(RegisterReply) == 16 + kMessageSize);
 static_assert(sizeof(MemDeclare) == 32);
 static_assert(sizeof(MemReply) == 8);
 static_assert(sizeof(MemRelease) == 16);
+static_assert(sizeof(DeviceInfo) == 16);
+static_assert(sizeof(AllocSite) == 8 + kSiteTextSize);
 
 // What is wrong with a received frame, checked before its payload is looked at.
 enum class FrameError {
@@ -160,6 +194,10 @@ inline constexpr size_t expected_payload_size(MessageType t) {
       return sizeof(MemReply);
     case MessageType::mem_release:
       return sizeof(MemRelease);
+    case MessageType::device_info:
+      return sizeof(DeviceInfo);
+    case MessageType::alloc_site:
+      return sizeof(AllocSite);
     case MessageType::error:
       return sizeof(ErrorReply);
     case MessageType::ctl_request:

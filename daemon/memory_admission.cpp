@@ -1,0 +1,142 @@
+// Admission of declared memory against the device capacity and the jobs' limits (docs/memory.md).
+// A declaration arrives BEFORE the allocation is made; the reply admits or refuses it (the shim
+// then returns CUDA_ERROR_OUT_OF_MEMORY), or is deferred while opportunistic jobs move their
+// memory to host to make room for a production allocation.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "server.h"
+
+namespace gpushare::daemon {
+namespace {
+
+using protocol::JobClass;
+using protocol::MemDeclareFlags;
+
+bool has(uint32_t flags, MemDeclareFlags f) {
+  return flags & static_cast<uint32_t>(f);
+}
+
+uint64_t pending_bytes(const MemoryBroker& broker, int device) {
+  uint64_t total = 0;
+  for (const PendingAdmission& p : broker.pending)
+    if (p.device == device) total += p.bytes;
+  return total;
+}
+
+}  // namespace
+
+void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m) {
+  const int device = m.device;
+  auto key = std::make_pair(device, m.handle);
+  DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site};
+  auto admit = [&] {
+    job.memory[key] = allocation;
+    publish_views(registry_, memory_, config_.memory);
+    protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
+    reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+  };
+  auto refuse = [&](const std::string& why) {
+    spdlog::info("refuse alloc pid={} job={} device={} bytes={}: {}", job.peer.pid, job.name,
+                 device, m.bytes, why);
+    protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::refused), 0};
+    reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+  };
+  // Made under an admitted reservation, or declared again after a reconnect: the memory exists.
+  if (!has(m.flags, MemDeclareFlags::reservation)) return admit();
+
+  const MemoryConfig& config = config_.memory;
+  if (auto limit = job_limit(config, job); limit && job_bytes(job, device) + m.bytes > *limit)
+    return refuse("over its limit of " + std::to_string(*limit) + " bytes");
+  std::optional<uint64_t> capacity = memory_.capacity(config, device);
+  if (!capacity) return admit();  // capacity not known (no device info, none configured)
+  DeviceMemoryUse use = device_use(registry_, device);
+  bool swappable = has(m.flags, MemDeclareFlags::swappable);
+
+  if (job.granted == JobClass::opportunistic) {
+    SwapState s = job.memory_state.state;
+    // Its memory is (going) on the host: the new allocation joins it there.
+    if (swappable && (s == SwapState::swapping_out || s == SwapState::swapped_out)) return admit();
+    if (use.resident + pending_bytes(memory_, device) + m.bytes <= *capacity) return admit();
+    if (!swappable) return refuse("the device is full (" + std::to_string(*capacity) + " bytes)");
+    // Opportunistic jobs wait instead of failing: admitted, and moved to host until room returns.
+    admit();
+    request_residency(job, /*to_host=*/true, Clock::now());
+    return;
+  }
+
+  // Production: waits behind earlier production allocations of the device, then takes what
+  // opportunistic jobs hold if it must.
+  uint64_t waiting = pending_bytes(memory_, device);
+  if (waiting == 0 && use.resident + m.bytes <= *capacity) return admit();
+  uint64_t fixed = use.resident - use.evictable - use.leaving;
+  if (fixed + waiting + m.bytes > *capacity)
+    return refuse("production memory would exceed the capacity of " + std::to_string(*capacity) +
+                  " bytes even with every opportunistic job on host");
+  // Victims: the opportunistic jobs holding the most swappable memory, until it fits.
+  int64_t excess = static_cast<int64_t>(use.resident - use.leaving + waiting + m.bytes) -
+                   static_cast<int64_t>(*capacity);
+  std::vector<Job*> candidates;
+  for (auto& [id, other] : registry_.jobs()) {
+    SwapState s = other.memory_state.state;
+    if (other.granted == JobClass::opportunistic && job_swappable(other, device) > 0 &&
+        (s == SwapState::resident || s == SwapState::swapping_in))
+      candidates.push_back(&other);
+  }
+  std::sort(candidates.begin(), candidates.end(), [device](const Job* a, const Job* b) {
+    return job_swappable(*a, device) > job_swappable(*b, device);
+  });
+  Clock::time_point now = Clock::now();
+  for (Job* victim : candidates) {
+    if (excess <= 0) break;
+    excess -= static_cast<int64_t>(job_swappable(*victim, device));
+    spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
+                 victim->name, victim->id, device, job_swappable(*victim, device), job.name);
+    request_residency(*victim, /*to_host=*/true, now);
+  }
+  memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
+                                             m.flags, m.site, now + config.swap_timeout});
+  // Served at once when it already fits, else on a later tick, once the victims have answered.
+  serve_memory_waiters(now);
+}
+
+void Server::answer_memory(uint64_t job_id, int fd, bool admitted) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end() || it->second.job_id != job_id) return;  // gone meanwhile
+  protocol::MemReply answer{static_cast<uint32_t>(admitted ? protocol::MemStatus::admitted
+                                                           : protocol::MemStatus::refused),
+                            0};
+  reply(it->second, protocol::MessageType::mem_reply, &answer, sizeof answer);
+}
+
+void Server::memory_released(Job&, int) {
+  publish_views(registry_, memory_, config_.memory);
+}
+
+void Server::on_device_info(Connection& c, const protocol::DeviceInfo& d) {
+  if (d.device < 0 || d.device > protocol::kMaxDeviceIndex || d.reserved != 0)
+    return drop(c.fd, "sent device info for device " + std::to_string(d.device));
+  uint64_t& known = memory_.physical[d.device];
+  if (known != d.total_bytes) {
+    spdlog::info("device {}: {} bytes of physical memory (reported by pid={})", d.device,
+                 d.total_bytes, c.peer.pid);
+    known = d.total_bytes;
+    publish_views(registry_, memory_, config_.memory);
+  }
+}
+
+void Server::on_alloc_site(Connection& c, const protocol::AllocSite& s) {
+  Job* job = registry_.find(c.job_id);
+  if (!job) return drop(c.fd, "announced an allocation site without a job");
+  if (s.site == 0 || s.reserved != 0 || !protocol::terminated(s.text))
+    return drop(c.fd, "announced a malformed allocation site");
+  constexpr size_t kMaxSites = 4096;  // bounds what one client can make the daemon keep
+  if (job->memory_state.sites.size() >= kMaxSites && !job->memory_state.sites.count(s.site)) return;
+  std::string text(s.text);
+  for (char& ch : text)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  job->memory_state.sites[s.site] = text;
+}
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,64 @@
+// The memory broker's state and its sums over the registry (docs/memory.md): what each device
+// holds, what each job may take, and the production allocations that wait while opportunistic
+// jobs move their memory to host. Server's memory_*.cpp members drive it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+
+#include "memory_config.h"
+
+namespace gpushare::daemon {
+
+struct Job;
+class Registry;
+
+// A production allocation admitted in principle, waiting for room (its reply is deferred; the
+// shim waits for it, see shim/daemon_link.cpp).
+struct PendingAdmission {
+  uint64_t job_id = 0;
+  int fd = -1;
+  int device = 0;
+  uint64_t handle = 0;  // the reservation token
+  uint64_t bytes = 0;
+  uint32_t kind = 0, flags = 0, site = 0;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct DeviceMemoryUse {
+  uint64_t resident = 0;   // bytes on the device (reservations and jobs swapping in included)
+  uint64_t evictable = 0;  // swappable bytes of opportunistic jobs whose memory is on the device
+  uint64_t leaving = 0;    // swappable bytes of jobs swapping out now
+};
+
+struct MemoryBroker {
+  std::map<int, uint64_t> physical;  // device -> physical bytes, as a shim's driver reported them
+  std::deque<PendingAdmission> pending;
+
+  // The capacity of a device: configured (bytes, or a fraction of the physical size), else the
+  // physical size less the reserve; nullopt while neither is known (admission then fails open).
+  std::optional<uint64_t> capacity(const MemoryConfig& config, int device) const;
+};
+
+uint64_t job_bytes(const Job& job, int device);      // all it declared, reservations included
+uint64_t job_swappable(const Job& job, int device);  // its managed memory the shim can move
+uint64_t job_resident(const Job& job, int device);   // what of it is on the device now
+bool holds_memory_on(const Job& job, int device);
+DeviceMemoryUse device_use(Registry& registry, int device);
+// The job's limit per device: `gpusharectl set-limit`, else the first matching rule.
+std::optional<uint64_t> job_limit(const MemoryConfig& config, const Job& job);
+
+}  // namespace gpushare::daemon
+
+namespace gpushare::daemon {
+
+// memory_swap.cpp: asks the job's shim to move its swappable memory (to host: pausing its
+// launches first; to the device: it resumes once the shim confirms).
+void request_residency(Job& job, bool to_host, std::chrono::steady_clock::time_point now);
+// Writes every job's view (total, free) of each device into its control block.
+void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryConfig& config);
+
+}  // namespace gpushare::daemon

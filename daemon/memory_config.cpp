@@ -1,0 +1,128 @@
+#include "memory_config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "gpushare/protocol/wire.h"
+
+namespace gpushare::daemon {
+namespace {
+
+using nlohmann::json;
+
+std::string shown(const json& v) {
+  std::string text = v.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+std::optional<CapacitySpec> parse_capacity(const std::string& path, const json& v,
+                                           std::vector<std::string>* errors) {
+  if (v.is_number_float()) {
+    double f = v.get<double>();
+    if (f > 0 && f <= 1) return CapacitySpec{std::nullopt, f};
+  } else if (auto bytes = parse_bytes(v); bytes && *bytes > 0) {
+    return CapacitySpec{bytes, std::nullopt};
+  }
+  errors->push_back(path + ": expected bytes (an integer or a string such as \"16G\") or a " +
+                    "fraction of the physical size in (0, 1], got " + shown(v));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<uint64_t> CapacitySpec::resolve(uint64_t physical) const {
+  if (bytes) return *bytes;
+  if (fraction && physical > 0)
+    return static_cast<uint64_t>(std::floor(*fraction * static_cast<double>(physical)));
+  return std::nullopt;
+}
+
+std::optional<uint64_t> parse_bytes(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) {
+    int64_t n = v.get<int64_t>();
+    return n >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(n)) : std::nullopt;
+  }
+  if (!v.is_string()) return std::nullopt;
+  std::string text = v.get<std::string>();
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+  int shift = 0;
+  if (*end == 'K') shift = 10;
+  if (*end == 'M') shift = 20;
+  if (*end == 'G') shift = 30;
+  if (*end == 'T') shift = 40;
+  if (shift) ++end;
+  if (*end != '\0' || (shift && n > (~0ull >> shift))) return std::nullopt;
+  return static_cast<uint64_t>(n) << shift;
+}
+
+void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::string>* errors) {
+  if (!s.is_object()) {
+    errors->push_back("memory: expected an object, got " + shown(s));
+    return;
+  }
+  for (const auto& [key, value] : s.items())
+    if (key != "capacity" && key != "devices" && key != "reserve" && key != "limits" &&
+        key != "swap_timeout_ms")
+      errors->push_back("memory." + key +
+                        ": unknown field (expected one of: capacity, devices, limits, reserve, "
+                        "swap_timeout_ms)");
+  if (s.contains("capacity"))
+    out->capacity = parse_capacity("memory.capacity", s["capacity"], errors);
+  if (s.contains("reserve")) {
+    if (auto bytes = parse_bytes(s["reserve"]))
+      out->reserve_bytes = *bytes;
+    else
+      errors->push_back("memory.reserve: expected bytes such as \"1G\", got " +
+                        shown(s["reserve"]));
+  }
+  if (s.contains("devices")) {
+    const json& devices = s["devices"];
+    if (!devices.is_object()) {
+      errors->push_back("memory.devices: expected an object such as {\"0\": \"16G\"}, got " +
+                        shown(devices));
+    } else {
+      for (const auto& [key, value] : devices.items()) {
+        char* end = nullptr;
+        long index = std::strtol(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || index < 0 || index > protocol::kMaxDeviceIndex) {
+          errors->push_back("memory.devices." + key + ": a device key must be a device index 0.." +
+                            std::to_string(protocol::kMaxDeviceIndex));
+          continue;
+        }
+        if (auto c = parse_capacity("memory.devices." + key, value, errors))
+          out->devices[static_cast<int>(index)] = *c;
+      }
+    }
+  }
+  if (s.contains("limits")) {
+    const json& limits = s["limits"];
+    if (!limits.is_object()) {
+      errors->push_back("memory.limits: expected an object such as {\"train-*\": \"8G\"}, got " +
+                        shown(limits));
+    } else {
+      for (const auto& [pattern, value] : limits.items()) {
+        auto bytes = parse_bytes(value);
+        if (pattern.empty() || pattern.size() >= protocol::kJobNameSize || !bytes)
+          errors->push_back("memory.limits." + pattern +
+                            ": expected a job-name pattern of 1 to 63 characters and bytes, got " +
+                            shown(value));
+        else
+          out->limits.push_back({pattern, *bytes});
+      }
+    }
+  }
+  if (s.contains("swap_timeout_ms")) {
+    const json& v = s["swap_timeout_ms"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 100 || v.get<int64_t>() > 8000)
+      errors->push_back("memory.swap_timeout_ms: expected an integer in [100, 8000], got " +
+                        shown(v));
+    else
+      out->swap_timeout = std::chrono::milliseconds(v.get<int64_t>());
+  }
+}
+
+}  // namespace gpushare::daemon

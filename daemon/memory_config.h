@@ -1,0 +1,47 @@
+// The "memory" section of gpushared's configuration (docs/memory.md): device capacity, the reserve
+// kept back from the physical size, and per-job limits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpushare::daemon {
+
+// A capacity written as bytes ("16G", 17179869184) or as a fraction of the physical size (0.5).
+struct CapacitySpec {
+  std::optional<uint64_t> bytes;
+  std::optional<double> fraction;  // (0, 1]
+  // The capacity this gives on a device of `physical` bytes (0: not known yet).
+  std::optional<uint64_t> resolve(uint64_t physical) const;
+};
+
+struct MemoryLimitRule {
+  std::string job;     // fnmatch(3) pattern on the job name
+  uint64_t bytes = 0;  // the job may hold at most this much per device
+};
+
+struct MemoryConfig {
+  std::optional<CapacitySpec> capacity;  // all devices; none: physical less the reserve
+  std::map<int, CapacitySpec> devices;   // per-device overrides
+  // Kept back from the physical size when no capacity is configured: the CUDA context, cuBLAS
+  // workspaces and the driver's own allocations are memory the shim never sees declared.
+  uint64_t reserve_bytes = uint64_t{1} << 30;
+  std::vector<MemoryLimitRule> limits;  // first matching rule wins
+  // How long a production allocation waits for opportunistic jobs to move their memory to host
+  // before it is let through anyway (the driver then decides). Below the shim's 10 s wait.
+  std::chrono::milliseconds swap_timeout{5000};
+};
+
+// Parses bytes given as an integer or a string with a K/M/G/T (binary) suffix.
+std::optional<uint64_t> parse_bytes(const nlohmann::json& v);
+
+// Parses the section into `out`; each problem is appended to `errors` as "memory.<path>: what".
+void parse_memory_config(const nlohmann::json& section, MemoryConfig* out,
+                         std::vector<std::string>* errors);
+
+}  // namespace gpushare::daemon

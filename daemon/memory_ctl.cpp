@@ -1,0 +1,105 @@
+// gpusharectl's memory requests: `set-limit`, and the memory part of `jobs` (docs/memory.md).
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server.h"
+
+namespace gpushare::daemon {
+
+using nlohmann::json;
+
+namespace {
+json failure(const std::string& error) {
+  return {{"ok", false}, {"error", error}};
+}
+}  // namespace
+
+// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null}. Administrators may set
+// any limit; a job's owner may only tighten its own job's limit (set one, or lower it).
+json Server::ctl_set_limit(const Peer& caller, const json& request) {
+  std::optional<uint64_t> bytes;
+  if (!request.contains("bytes")) return failure("give \"bytes\" (a number, or null for none)");
+  if (!request.at("bytes").is_null()) {
+    bytes = parse_bytes(request.at("bytes"));
+    if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
+  }
+  std::vector<Job*> targets;
+  std::string target;
+  if (request.contains("pid")) {
+    int64_t pid = request.at("pid").get<int64_t>();
+    targets = registry_.find_by_pid(static_cast<pid_t>(pid));
+    target = "pid " + std::to_string(pid);
+  } else if (request.contains("job")) {
+    std::string name = request.at("job").get<std::string>();
+    targets = registry_.find_by_name(name);
+    target = "job '" + name + "'";
+  } else {
+    return failure("give \"pid\" or \"job\"");
+  }
+  if (targets.empty()) return failure("no registered job with " + target);
+  bool admin = may_administer(config_, caller).allowed;
+  for (Job* job : targets) {
+    std::optional<uint64_t> now = job_limit(config_.memory, *job);
+    bool tightens = bytes && (!now || *bytes <= *now);
+    if (!admin && !(job->peer.uid == caller.uid && tightens)) {
+      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid, job->name,
+                   caller.pid, caller.uid);
+      return failure(
+          "refused: only root or the admin group may raise or remove a limit, and "
+          "only on their own jobs may others lower one");
+    }
+  }
+  json changed = json::array();
+  for (Job* job : targets) {
+    std::optional<uint64_t> from = job_limit(config_.memory, *job);
+    job->memory_state.limit_override = bytes;
+    spdlog::info("set-limit pid={} job={} id={} {} -> {} by pid={} uid={}", job->peer.pid,
+                 job->name, job->id, from ? std::to_string(*from) : "none",
+                 bytes ? std::to_string(*bytes) : "none", caller.pid, caller.uid);
+    changed.push_back({{"id", job->id},
+                       {"pid", job->peer.pid},
+                       {"job", job->name},
+                       {"from", from ? json(*from) : json(nullptr)},
+                       {"to", bytes ? json(*bytes) : json(nullptr)}});
+  }
+  publish_views(registry_, memory_, config_.memory);
+  return {{"ok", true}, {"jobs", changed}};
+}
+
+json Server::memory_json(const Job& job, bool with_sites) const {
+  const JobMemory& m = job.memory_state;
+  std::optional<uint64_t> limit = job_limit(config_.memory, job);
+  uint64_t swappable = 0, reserved = 0;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_site;  // site -> (bytes, allocations)
+  for (const auto& [key, a] : job.memory) {
+    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable)) swappable += a.bytes;
+    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation))
+      reserved += a.bytes;
+    if (a.site) by_site[a.site].first += a.bytes, ++by_site[a.site].second;
+  }
+  json out = {{"state", swap_state_name(m.state)},
+              {"limit_bytes", limit ? json(*limit) : json(nullptr)},
+              {"swappable_bytes", swappable},
+              {"reserved_bytes", reserved},
+              {"reward", m.reward},
+              {"swaps_out", m.swaps_out},
+              {"swaps_in", m.swaps_in}};
+  if (with_sites) {
+    json sites = json::array();
+    for (const auto& [site, use] : by_site) {
+      auto it = m.sites.find(site);
+      sites.push_back({{"site", site},
+                       {"where", it == m.sites.end() ? "?" : it->second},
+                       {"bytes", use.first},
+                       {"allocations", use.second}});
+    }
+    std::sort(sites.begin(), sites.end(), [](const json& a, const json& b) {
+      return a["bytes"].get<uint64_t>() > b["bytes"].get<uint64_t>();
+    });
+    out["sites"] = sites;
+  }
+  return out;
+}
+
+}  // namespace gpushare::daemon

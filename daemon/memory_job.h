@@ -1,0 +1,34 @@
+// What the memory broker (docs/memory.md) keeps per job, beside the job's declared allocations.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace gpushare::daemon {
+
+// Where a job's swappable memory is, as the daemon sees it. The shim moves it; the daemon asks
+// through the control block and learns it is done from the acknowledged sequence number.
+enum class SwapState { resident, swapping_out, swapped_out, swapping_in };
+const char* swap_state_name(SwapState s);
+
+struct JobMemory {
+  SwapState state = SwapState::resident;
+  uint32_t request_seq = 0;  // the last request written to the control block
+  std::chrono::steady_clock::time_point requested;
+  // Set by `gpusharectl set-limit`: a limit (or, holding nullopt, "none") that replaces the
+  // configured rule for this job. Absent: the configuration decides.
+  std::optional<std::optional<uint64_t>> limit_override;
+  // The thesis's reward: the share of recent ticks in which the job launched work (an
+  // exponentially weighted average), frozen while the job is paused for memory.
+  double reward = 0;
+  uint64_t launches_seen = 0;
+  double bytes_per_second = 0;  // measured on its last swap; 0: not measured yet
+  uint64_t swaps_out = 0, swaps_in = 0;
+  // Allocation sites (GPUSHARE_TRACE_ALLOC=1): site id -> description, from the shim.
+  std::map<uint32_t, std::string> sites;
+};
+
+}  // namespace gpushare::daemon

@@ -1,0 +1,203 @@
+// Moving opportunistic jobs' memory between device and host (docs/memory.md): the requests
+// written into the control blocks, their acknowledgements, the production allocations waiting
+// for them, the order of swap-in (policies/swap_order.h), and the jobs' views of memory.
+#include <linux/futex.h>
+#include <spdlog/spdlog.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include "gpushare/policies/swap_order.h"
+#include "server.h"
+
+namespace gpushare::daemon {
+namespace {
+
+using protocol::JobClass;
+using protocol::kPausedForMemory;
+
+// The reward window of the thesis: the share of ticks with launches, averaged over about this
+// long (an exponentially weighted average, so no per-tick history is kept).
+constexpr double kRewardWindowSeconds = 5.0;
+// Until a job's own swap was measured: PCIe 4.0 x16's usable host<->device rate, about 25 GB/s
+// (it only scales every penalty alike, so it cannot change the order between unmeasured jobs).
+constexpr double kDefaultBytesPerSecond = 25e9;
+
+void wake(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void set_memory_pause(protocol::ControlBlock* b, bool paused) {
+  if (paused)
+    b->paused.fetch_or(kPausedForMemory, std::memory_order_acq_rel);
+  else
+    b->paused.fetch_and(~kPausedForMemory, std::memory_order_acq_rel);
+  b->gate_seq.fetch_add(1, std::memory_order_acq_rel);
+  wake(b->gate_seq);
+}
+
+std::set<int> devices_of(const Job& job) {
+  std::set<int> devices(job.devices.begin(), job.devices.end());
+  for (const auto& [key, a] : job.memory) devices.insert(key.first);
+  return devices;
+}
+
+}  // namespace
+
+void request_residency(Job& job, bool to_host, Clock::time_point now) {
+  protocol::ControlBlock* b = job.block.page();
+  if (!b) return;
+  JobMemory& m = job.memory_state;
+  // Pause first, so the job is held at a launch boundary before its memory starts to move.
+  if (to_host) set_memory_pause(b, true);
+  m.state = to_host ? SwapState::swapping_out : SwapState::swapping_in;
+  m.requested = now;
+  m.request_seq = b->memory_request_seq.load(std::memory_order_relaxed) + 1;
+  b->memory_target.store(
+      static_cast<uint32_t>(to_host ? protocol::Residency::host : protocol::Residency::device),
+      std::memory_order_release);
+  b->memory_request_seq.store(m.request_seq, std::memory_order_release);
+  wake(b->memory_request_seq);
+}
+
+void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryConfig& config) {
+  std::set<int> devices;
+  for (const auto& [device, bytes] : broker.physical) devices.insert(device);
+  for (auto& [id, job] : registry.jobs())
+    for (int d : devices_of(job)) devices.insert(d);
+  std::map<int, DeviceMemoryUse> use;
+  for (int d : devices) use[d] = device_use(registry, d);
+  for (auto& [id, job] : registry.jobs()) {
+    protocol::ControlBlock* b = job.block.page();
+    if (!b) continue;
+    std::optional<uint64_t> limit = job_limit(config, job);
+    size_t slot = 0;
+    for (int d : devices) {
+      if (slot == protocol::kMemoryViews) break;
+      std::optional<uint64_t> capacity = broker.capacity(config, d);
+      if (!capacity && !limit) continue;
+      uint64_t own = job_bytes(job, d);
+      uint64_t total = std::min(limit.value_or(UINT64_MAX), capacity.value_or(UINT64_MAX));
+      uint64_t free = limit ? (*limit > own ? *limit - own : 0) : UINT64_MAX;
+      if (capacity) {
+        const DeviceMemoryUse& u = use[d];
+        // Production may take what opportunistic jobs hold; opportunistic jobs what is left.
+        uint64_t held =
+            job.granted == JobClass::production ? u.resident - u.evictable - u.leaving : u.resident;
+        free = std::min(free, *capacity > held ? *capacity - held : 0);
+      }
+      auto& view = b->memory_views[slot++];
+      view.device.store(d, std::memory_order_relaxed);
+      view.free_bytes.store(std::min(free, total), std::memory_order_relaxed);
+      view.total_bytes.store(total, std::memory_order_release);
+    }
+    for (; slot < protocol::kMemoryViews; ++slot)
+      b->memory_views[slot].total_bytes.store(0, std::memory_order_release);
+  }
+}
+
+void Server::serve_memory_waiters(Clock::time_point now) {
+  std::set<int> blocked;  // devices whose first waiter must still wait: the rest wait behind it
+  for (auto it = memory_.pending.begin(); it != memory_.pending.end();) {
+    PendingAdmission p = *it;
+    Job* job = registry_.find(p.job_id);
+    if (!job || job->connection != p.fd) {
+      it = memory_.pending.erase(it);  // the job went away while it waited
+      continue;
+    }
+    if (blocked.count(p.device)) {
+      ++it;
+      continue;
+    }
+    std::optional<uint64_t> capacity = memory_.capacity(config_.memory, p.device);
+    bool fits = !capacity || device_use(registry_, p.device).resident + p.bytes <= *capacity;
+    if (!fits && now < p.deadline) {
+      blocked.insert(p.device);
+      ++it;
+      continue;
+    }
+    if (!fits)
+      spdlog::warn(
+          "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
+          "host within {} ms; let through, the driver decides",
+          job->peer.pid, job->name, p.device, p.bytes, config_.memory.swap_timeout.count());
+    it = memory_.pending.erase(it);
+    job->memory[{p.device, p.handle}] = DeclaredAllocation{p.bytes, p.kind, p.flags, p.site};
+    publish_views(registry_, memory_, config_.memory);
+    answer_memory(p.job_id, p.fd, true);
+  }
+}
+
+void Server::memory_tick(Clock::time_point now) {
+  double alpha =
+      std::min(1.0, std::chrono::duration<double>(config_.tick).count() / kRewardWindowSeconds);
+  for (auto& [id, job] : registry_.jobs()) {
+    protocol::ControlBlock* b = job.block.page();
+    if (!b) continue;
+    JobMemory& m = job.memory_state;
+    uint64_t launches = job.block.launches();
+    if (m.state == SwapState::resident) {  // frozen while paused for memory
+      m.reward = (1 - alpha) * m.reward + alpha * (launches != m.launches_seen ? 1.0 : 0.0);
+    }
+    m.launches_seen = launches;
+    bool moving = m.state == SwapState::swapping_out || m.state == SwapState::swapping_in;
+    if (!moving || b->memory_done_seq.load(std::memory_order_acquire) != m.request_seq) continue;
+    uint64_t bytes = b->swap_bytes.load(std::memory_order_relaxed);
+    uint64_t ns = b->swap_ns.load(std::memory_order_relaxed);
+    if (bytes > 0 && ns > 0) m.bytes_per_second = static_cast<double>(bytes) * 1e9 / ns;
+    bool out = m.state == SwapState::swapping_out;
+    m.state = out ? SwapState::swapped_out : SwapState::resident;
+    ++(out ? m.swaps_out : m.swaps_in);
+    if (!out) set_memory_pause(b, false);
+    spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", out ? "swapped-out" : "swapped-in",
+                 job.peer.pid, job.name, job.id, bytes, ns / 1e6);
+  }
+  serve_memory_waiters(now);
+
+  // Swap-in: one transfer per device at a time, in the thesis's order, while nobody waits for
+  // room; the next one starts as soon as the previous job resumes, so it overlaps that job's
+  // compute.
+  std::set<int> devices;
+  for (auto& [id, job] : registry_.jobs())
+    if (job.memory_state.state == SwapState::swapped_out)
+      for (int d : devices_of(job)) devices.insert(d);
+  for (int d : devices) {
+    bool busy = std::any_of(memory_.pending.begin(), memory_.pending.end(),
+                            [d](const PendingAdmission& p) { return p.device == d; });
+    std::vector<policies::SwapCandidate> candidates;
+    for (auto& [id, job] : registry_.jobs()) {
+      if (!holds_memory_on(job, d)) continue;
+      SwapState s = job.memory_state.state;
+      if (s == SwapState::swapping_in || s == SwapState::swapping_out) busy = true;
+      if (s != SwapState::swapped_out) continue;
+      double rate = job.memory_state.bytes_per_second > 0 ? job.memory_state.bytes_per_second
+                                                          : kDefaultBytesPerSecond;
+      candidates.push_back(
+          {id, job.memory_state.reward, static_cast<double>(job_swappable(job, d)) / rate});
+    }
+    if (busy || candidates.empty()) continue;
+    uint64_t resident = device_use(registry_, d).resident;
+    for (uint64_t id : policies::swap_in_order(candidates)) {
+      Job& job = *registry_.find(id);
+      // A job with memory on several devices comes back only when it fits on each of them.
+      bool fits = true;
+      for (int other : devices_of(job)) {
+        std::optional<uint64_t> cap = memory_.capacity(config_.memory, other);
+        uint64_t on = other == d ? resident : device_use(registry_, other).resident;
+        if (cap && on + job_swappable(job, other) > *cap) fits = false;
+      }
+      if (!fits) continue;  // a later, smaller job may fit: room is not left idle
+      spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", job.name, id, d,
+                   job_swappable(job, d), job.memory_state.reward);
+      request_residency(job, /*to_host=*/false, now);
+      break;
+    }
+  }
+  // Views also follow limits, reloads and departed jobs: published every tick.
+  publish_views(registry_, memory_, config_.memory);
+}
+
+}  // namespace gpushare::daemon

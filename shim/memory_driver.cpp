@@ -1,0 +1,61 @@
+#include "memory_driver.h"
+
+#include <mutex>
+
+#include "dlsym.h"
+#include "hooks.h"
+
+namespace gpushare::shim {
+namespace {
+
+template <class Fn>
+void find(void* library, const char* name, Fn* out) {
+  *out = library ? reinterpret_cast<Fn>(real_dlsym()(library, name)) : nullptr;
+}
+
+CUmemLocation location(int device) {
+  CUmemLocation l{};
+  l.type = device < 0 ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  l.id = device < 0 ? 0 : device;
+  return l;
+}
+
+}  // namespace
+
+const MemoryDriver& memory_driver() {
+  static MemoryDriver driver{};
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* cuda = library_handle(Library::cuda, /*load=*/false);
+    find(cuda, "cuCtxGetCurrent", &driver.ctx_get_current);
+    find(cuda, "cuCtxSetCurrent", &driver.ctx_set_current);
+    find(cuda, "cuCtxSynchronize", &driver.ctx_synchronize);
+    find(cuda, "cuDeviceGetCount", &driver.device_get_count);
+    find(cuda, "cuMemPrefetchAsync_v2", &driver.prefetch_v2);
+    find(cuda, "cuMemPrefetchAsync", &driver.prefetch_v1);
+    find(cuda, "cuMemAdvise_v2", &driver.advise_v2);
+    find(cuda, "cuMemAdvise", &driver.advise_v1);
+    find(library_handle(Library::nvml, /*load=*/false), "nvmlDeviceGetIndex",
+         &driver.nvml_device_get_index);
+  });
+  return driver;
+}
+
+CUresult prefetch(CUdeviceptr ptr, size_t bytes, int device) {
+  const MemoryDriver& d = memory_driver();
+  if (d.prefetch_v2) return d.prefetch_v2(ptr, bytes, location(device), 0, nullptr);
+  if (d.prefetch_v1) return d.prefetch_v1(ptr, bytes, device < 0 ? CU_DEVICE_CPU : device, nullptr);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult advise_preferred(CUdeviceptr ptr, size_t bytes, int device) {
+  const MemoryDriver& d = memory_driver();
+  if (d.advise_v2)
+    return d.advise_v2(ptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location(device));
+  if (d.advise_v1)
+    return d.advise_v1(ptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                       device < 0 ? CU_DEVICE_CPU : device);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace gpushare::shim

@@ -1,0 +1,30 @@
+// Driver entry points the memory code calls that are not hooked (so not in the hook table's
+// real-pointer table): resolved once from the loaded libcuda.so.1 / libnvidia-ml.so.1 with the
+// real dlsym. Each is nullptr when the library lacks it.
+#pragma once
+
+#include "cuda_api.h"
+
+namespace gpushare::shim {
+
+struct MemoryDriver {
+  CUresult (*ctx_get_current)(CUcontext*);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*ctx_synchronize)();
+  CUresult (*device_get_count)(int*);
+  CUresult (*prefetch_v2)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
+  CUresult (*prefetch_v1)(CUdeviceptr, size_t, CUdevice, CUstream);  // before CUDA 12.2
+  CUresult (*advise_v2)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
+  CUresult (*advise_v1)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+  nvmlReturn_t (*nvml_device_get_index)(nvmlDevice_t, unsigned int*);
+};
+
+// Resolved on first use (thread-safe); the CUDA part needs libcuda.so.1 already loaded.
+const MemoryDriver& memory_driver();
+
+// Moves / advises [ptr, ptr + bytes) to the host (device < 0) or to `device`, through whichever
+// ABI version the driver has.
+CUresult prefetch(CUdeviceptr ptr, size_t bytes, int device);
+CUresult advise_preferred(CUdeviceptr ptr, size_t bytes, int device);
+
+}  // namespace gpushare::shim

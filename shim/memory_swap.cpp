@@ -1,0 +1,205 @@
+#include "memory_swap.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "daemon_link.h"
+#include "hooks.h"
+#include "log.h"
+#include "memory_driver.h"
+
+namespace gpushare::shim {
+
+int current_device();  // shim/lifecycle.cpp
+
+namespace {
+
+using protocol::ControlBlock;
+using protocol::Residency;
+
+struct Swappable {
+  uint64_t bytes;
+  int device;
+  CUcontext context;
+};
+
+struct SwapState {
+  // Held by the swap thread for a whole move, and by track/untrack: a free never runs under a
+  // prefetch of the same pointer, and a new allocation lands where the rest of the memory is.
+  std::mutex mutex;
+  std::map<uint64_t, Swappable> live;
+  Residency residency = Residency::device;  // where the tracked memory is
+};
+// Leaked on purpose, like the accounting: the thread may run during exit().
+SwapState& swap_state() {
+  static SwapState* s = new SwapState;
+  return *s;
+}
+std::atomic<bool> g_thread_started{false};
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Under the state's mutex: moves every tracked allocation. Returns the bytes moved.
+uint64_t move_all(SwapState& s, Residency to) {
+  const MemoryDriver& d = memory_driver();
+  uint64_t moved = 0;
+  CUcontext synced = nullptr;
+  for (const auto& [ptr, a] : s.live) {
+    if (d.ctx_set_current && a.context) d.ctx_set_current(a.context);
+    // Work already queued finishes before its memory leaves (the gate holds any new launch).
+    if (a.context != synced && d.ctx_synchronize) d.ctx_synchronize(), synced = a.context;
+    int where = to == Residency::host ? -1 : a.device;
+    CUresult r = advise_preferred(ptr, a.bytes, where);
+    if (r == CUDA_SUCCESS) r = prefetch(ptr, a.bytes, where);
+    if (r == CUDA_SUCCESS)
+      moved += a.bytes;
+    else
+      log_warning(
+          "cannot move %llu bytes at 0x%llx to the %s (CUDA error %d): the driver will "
+          "migrate them on demand",
+          static_cast<unsigned long long>(a.bytes), static_cast<unsigned long long>(ptr),
+          to == Residency::host ? "host" : "device", static_cast<int>(r));
+  }
+  if (d.ctx_synchronize && synced) d.ctx_synchronize();
+  s.residency = to;
+  return moved;
+}
+
+void wait_for_request(ControlBlock* block, uint32_t seq) {
+  timespec timeout{0, 100 * 1000 * 1000};  // also notices a replaced or lost control block
+  syscall(SYS_futex, &block->memory_request_seq, FUTEX_WAIT, seq, &timeout, nullptr, 0);
+}
+
+void* swap_thread(void*) {
+  SwapState& s = swap_state();
+  for (;;) {
+    ControlBlock* block = control_block();
+    if (block == local_control_block()) {
+      // No daemon (any more): pass-through, so the memory belongs on the device again.
+      {
+        std::lock_guard lock(s.mutex);
+        if (s.residency == Residency::host) move_all(s, Residency::device);
+      }
+      timespec pause{0, 100 * 1000 * 1000};
+      nanosleep(&pause, nullptr);
+      continue;
+    }
+    uint32_t seq = block->memory_request_seq.load(std::memory_order_acquire);
+    if (seq == block->memory_done_seq.load(std::memory_order_relaxed)) {
+      // A new daemon (new block) believes the memory is on the device: make it so.
+      std::lock_guard lock(s.mutex);
+      if (s.residency == Residency::host && seq == 0) move_all(s, Residency::device);
+      block->memory_residency.store(static_cast<uint32_t>(s.residency), std::memory_order_relaxed);
+    }
+    if (seq == block->memory_done_seq.load(std::memory_order_relaxed)) {
+      wait_for_request(block, seq);
+      continue;
+    }
+    auto target = block->memory_target.load(std::memory_order_acquire) ==
+                          static_cast<uint32_t>(Residency::host)
+                      ? Residency::host
+                      : Residency::device;
+    uint64_t start = now_ns(), moved = 0;
+    {
+      std::lock_guard lock(s.mutex);
+      moved = s.residency == target ? 0 : move_all(s, target);
+    }
+    block->swap_bytes.store(moved, std::memory_order_relaxed);
+    block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);
+    block->memory_residency.store(static_cast<uint32_t>(target), std::memory_order_relaxed);
+    block->memory_done_seq.store(seq, std::memory_order_release);
+  }
+  return nullptr;
+}
+
+void start_thread_once() {
+  if (g_thread_started.exchange(true)) return;
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, swap_after_fork_child); });
+  sigset_t all, previous;  // the thread takes no signals: the host program's handlers stay its own
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, swap_thread, nullptr) != 0)
+    log_warning("cannot start the swap thread: this job's memory cannot be moved to host");
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+}  // namespace
+
+bool allocates_swappable() {
+  ControlBlock* block = control_block();
+  return block != local_control_block() &&
+         block->job_class.load(std::memory_order_relaxed) ==
+             static_cast<uint32_t>(protocol::JobClass::opportunistic);
+}
+
+CUresult alloc_swappable(CUdeviceptr* ptr, size_t bytes) {
+  auto managed = real<Hook::cuMemAllocManaged>();
+  if (!managed) return CUDA_ERROR_STUB_LIBRARY;
+  CUresult r = managed(ptr, bytes, CU_MEM_ATTACH_GLOBAL);
+  // Preferred on the device: pages stay there (no thrashing) until the daemon asks otherwise.
+  if (r == CUDA_SUCCESS) advise_preferred(*ptr, bytes, current_device());
+  return r;
+}
+
+void track_swappable(uint64_t ptr, uint64_t bytes, int device) {
+  start_thread_once();
+  const MemoryDriver& d = memory_driver();
+  CUcontext context = nullptr;
+  if (d.ctx_get_current) d.ctx_get_current(&context);
+  SwapState& s = swap_state();
+  std::lock_guard lock(s.mutex);
+  s.live[ptr] = Swappable{bytes, device, context};
+  if (s.residency == Residency::host && advise_preferred(ptr, bytes, -1) == CUDA_SUCCESS)
+    prefetch(ptr, bytes, -1);
+}
+
+bool untrack_swappable(uint64_t ptr) {
+  SwapState& s = swap_state();
+  std::lock_guard lock(s.mutex);
+  return s.live.erase(ptr) > 0;
+}
+
+void retrack_swappable(uint64_t ptr, uint64_t bytes, int device) {
+  track_swappable(ptr, bytes, device);
+}
+
+int device_totals(uint64_t* totals, int max) {
+  const MemoryDriver& d = memory_driver();
+  auto total_mem = real<Hook::cuDeviceTotalMem_v2>();
+  int count = 0;
+  if (!d.device_get_count || !total_mem || d.device_get_count(&count) != CUDA_SUCCESS) return 0;
+  int n = 0;
+  for (int i = 0; i < count && n < max; ++i) {
+    size_t bytes = 0;
+    if (total_mem(&bytes, i) != CUDA_SUCCESS) break;
+    totals[n++] = bytes;
+  }
+  return n;
+}
+
+void swap_after_fork_child() {
+  g_thread_started.store(false);
+  // The parent's managed memory is not the child's to move; start from fresh books.
+  new (&swap_state()) SwapState;
+}
+
+}  // namespace gpushare::shim

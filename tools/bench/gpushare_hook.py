@@ -1,0 +1,101 @@
+"""The `gpushare:POLICY` rows: both jobs under LD_PRELOAD=libgpushare.so, a gpushared per policy.
+
+Until the rate-control policies exist (issue 5) these rows say "not yet". Once they do, run e.g.
+
+  python3 tools/bench/run.py --scenario S1 --gpushare-policy tgs priority 'tgs:target=0.9' \
+      --gpushare-daemon 'build/daemon/gpushared --config {config}'
+
+The daemon command is a template: {config} (a config file the harness writes per policy, with the
+socket and the policy, `name:param=value,...`), {socket} and {policy} are filled in, and the harness
+waits for the socket to appear before it starts the workers that connect to it.
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import time
+
+from harness import Placement, WorkerSpec
+
+
+class Gpushare:
+    def __init__(self, shim_path, daemon_cmd, policies, run_dir):
+        self.shim = os.path.abspath(shim_path) if shim_path else None
+        self.daemon_cmd = daemon_cmd
+        self.policies = list(policies)
+        self.run_dir = run_dir
+        self.daemons = {}  # policy -> Popen
+        self.errors = {}  # policy -> why its daemon is not running
+
+    def baselines(self):
+        return [f"gpushare:{p}" for p in self.policies]
+
+    def reason(self, baseline):
+        """Why this row cannot run, or None when it can."""
+        policy = baseline.split(":", 1)[1]
+        if not self.daemon_cmd:
+            return ("not yet: the rate-control policies come with issue 5; once gpushared has them, "
+                    "pass --gpushare-daemon 'CMD {socket} {policy}'")
+        if not self.shim or not os.path.exists(self.shim):
+            return f"shim not found at {self.shim}"
+        return self.errors.get(policy)
+
+    def available(self, baseline):
+        return self.reason(baseline) is None
+
+    def socket(self, policy):
+        return os.path.join(self.run_dir, f"gpushared-{policy}.sock")
+
+    def start_daemons(self, log_dir):
+        for policy in self.policies:
+            if self.reason(f"gpushare:{policy}") is not None:
+                continue
+            sock = self.socket(policy)
+            # gpushared takes its settings from a config file: one per policy, root may claim
+            # production (the harness runs as root), the policy on every device.
+            name, _, params = policy.partition(":")
+            config = {"socket": {"path": sock}, "production": [{"uid": os.getuid()}],
+                      "policy": {"default": name}, "tick_ms": 50}
+            if params:
+                config["policy"]["parameters"] = {name: {k: float(v) for k, v in
+                                                         (kv.split("=") for kv in params.split(","))}}
+            config_path = os.path.join(log_dir, f"gpushared-{policy.replace(':', '_').replace(',', '_')}.json")
+            with open(config_path, "w") as f:
+                json.dump(config, f)
+            cmd = self.daemon_cmd.format(socket=shlex.quote(sock), policy=shlex.quote(policy),
+                                         config=shlex.quote(config_path))
+            log = open(os.path.join(log_dir, f"gpushared-{policy}.log"), "w")
+            self.daemons[policy] = subprocess.Popen(cmd, shell=True, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.time() + 10
+            while not os.path.exists(sock) and time.time() < deadline:
+                if self.daemons[policy].poll() is not None:
+                    break
+                time.sleep(0.1)
+            if not os.path.exists(sock):
+                self.errors[policy] = f"gpushared did not create {sock} (see logs/gpushared-{policy}.log)"
+
+    def worker_specs(self, baseline, prod, opp):
+        policy = baseline.split(":", 1)[1]
+
+        def env(cls):
+            return (("LD_PRELOAD", self.shim), ("GPUSHARE_SOCKET", self.socket(policy)),
+                    ("GPUSHARE_PRIORITY", cls), ("GPUSHARE_REQUIRE_DAEMON", "1"))
+
+        return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production")),
+                WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), env("opportunistic"))]
+
+    def placements(self, pool, baseline, prod_task, opp_task):
+        policy = baseline.split(":", 1)[1]
+        return [Placement(pool.get(f"gs-{policy}-prod"), [prod_task], tags=["prod"]),
+                Placement(pool.get(f"gs-{policy}-opp"), [opp_task], tags=["opp"])]
+
+    def stop(self):
+        for proc in self.daemons.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.daemons.clear()

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The benchmark harness's one entry point.
+
+  python3 tools/bench/run.py --scenario S1 --out /tmp/bench/s1 [--window 8 --reps 3]
+
+Writes <out>/<scenario>.json (rows and per-window telemetry), <scenario>-raw.json.gz (every
+completion time and latency), <scenario>.md (the table) and <scenario>.png (the plot).
+See tools/bench/README.md for the scenarios, baselines and method.
+"""
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import report  # noqa: E402
+import scenario_pair  # noqa: E402
+import scenario_single  # noqa: E402
+import workloads  # noqa: E402
+from experiment import Experiment  # noqa: E402
+
+SCENARIOS = {
+    "S1": (scenario_pair.run_s1, "training + training, closed loop", 8.0),
+    "S2": (scenario_pair.run_s2, "Poisson inference (production) beside training (opportunistic)", 6.0),
+    "S3": (scenario_single.run_s3, "N inference clients", 5.0),
+    "S4": (scenario_single.run_s4, "memory oversubscription", 0.0),
+    "S5": (scenario_pair.run_s5, "production on/off bursts", 10.0),
+    "S6": (scenario_single.run_s6, "one job with and without the shim", 5.0),
+}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenario", required=True, help="S1..S6, or several separated by commas")
+    ap.add_argument("--out", required=True, help="output folder (one sub-folder per scenario if several)")
+    ap.add_argument("--window", type=float, help="measurement window, seconds (default per scenario)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of every configuration")
+    ap.add_argument("--budget-s", type=float, default=510.0,
+                    help="per scenario: windows that would end later are skipped and say so")
+    ap.add_argument("--warmup", type=int, default=10, help="iterations each job runs when its process starts")
+    ap.add_argument("--window-warmup", type=int, default=3, help="iterations before each window's barrier")
+    ap.add_argument("--prod", help="production workload (S1/S2/S5) or client workload (S3)")
+    ap.add_argument("--opp", help="opportunistic workload (S1/S2/S5)")
+    ap.add_argument("--skip", nargs="*", default=[], help="baselines to leave out (their rows say so)")
+    ap.add_argument("--loads", type=float, nargs="+", default=[0.3, 0.5, 0.7], help="S2: fractions of capacity")
+    ap.add_argument("--capacity-windows", type=int, default=3, help="S2: windows whose median is the capacity")
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 3, 5, 7], help="S3: client counts")
+    ap.add_argument("--workloads", nargs="+", help="S6: workloads to run with and without the shim")
+    ap.add_argument("--on-s", type=float, default=1.0, help="S5: production burst length")
+    ap.add_argument("--off-s", type=float, default=1.0, help="S5: production pause between bursts")
+    ap.add_argument("--bin-s", type=float, default=0.05, help="S5: resolution of the reaction times")
+    ap.add_argument("--shim", default=".carry/libgpushare.so", help="libgpushare.so for S6 and gpushare rows")
+    ap.add_argument("--gpushare-daemon", help="command template starting gpushared: {socket} {policy}")
+    ap.add_argument("--gpushare-policy", nargs="*", default=["tgs", "priority"], help="gpushare rows")
+    ap.add_argument("--tmp", help="private folder for MPS pipes and sockets (default: a new temp dir)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    for name in filter(None, [args.prod, args.opp] + (args.workloads or [])):
+        workloads.parse(name)  # fail before any process starts
+    return args
+
+
+def run_one(scenario, args, out_dir, command):
+    fn, title, default_window = SCENARIOS[scenario]
+    args.window = args.window_given or default_window
+    exp = Experiment(scenario, args, out_dir, tmp=args.tmp)
+    smi_before = harness.Gpu.smi()
+    t_start = time.time()
+    print(f"[{scenario}] {title}: window {args.window} s, {args.reps} reps -> {out_dir}", flush=True)
+    try:
+        result = fn(exp)
+    finally:
+        exp.close()
+    smi_after = harness.Gpu.smi()
+    sm = [w["gpu_during"]["sm_mhz"] for w in exp.windows if w.get("gpu_during")]
+    infos = {label: w.info for label, w in exp.pool.seen.items()}
+    first = next(iter(infos.values()), {}) or {}
+    result.update(scenario=scenario, title=title, meta={
+        "date": datetime.date.today().isoformat(), "command": command, "window_s": args.window,
+        "reps": args.reps, "gpu": harness.Gpu.identity(), "torch": first.get("torch"), "cuda": first.get("cuda"),
+        "cudnn": first.get("cudnn"), "smi_before": smi_before, "smi_after": smi_after,
+        "sm_clock_range": f"{min(s['min'] for s in sm)}–{max(s['max'] for s in sm)} MHz" if sm else None,
+        "elapsed_s": round(time.time() - t_start, 1), "startup_s": exp.pool.startup_s,
+        "workers": infos, "failed_workers": exp.pool.failed,
+        "mps_log": exp.pool.mps.server_log_tail()})
+    result["windows"] = [{k: v for k, v in w.items() if k != "results"} for w in exp.windows]
+    raw = [{"config": w["config"], "rep": w["rep"], "results": w.get("results")} for w in exp.windows]
+    base = os.path.join(out_dir, scenario)
+    with open(base + ".json", "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    with gzip.open(base + "-raw.json.gz", "wt") as f:
+        json.dump(raw, f)
+    md = report.markdown(result)
+    why = report.plot(result, base + ".png")
+    if why:
+        md += f"\n(no plot: {why})\n"
+    with open(base + ".md", "w") as f:
+        f.write(md)
+    print(md, flush=True)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    args.window_given = args.window
+    command = "python3 tools/bench/run.py " + " ".join(shlex.quote(a) for a in argv)
+    # A SIGTERM (the device's time limit, a user) must still stop MPS and the workers: turn it
+    # into SystemExit so every `finally` runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    scenarios = [s.strip().upper() for s in args.scenario.split(",")]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            sys.exit(f"unknown scenario {s}: choose from {', '.join(SCENARIOS)}")
+    for s in scenarios:
+        out = args.out if len(scenarios) == 1 else os.path.join(args.out, s.lower())
+        run_one(s, args, out, command)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

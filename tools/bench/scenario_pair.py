@@ -1,0 +1,250 @@
+"""S1, S2 and S5: a production job and an opportunistic job, under every baseline.
+
+S1  both training, closed loop; NT = shared / isolated per job, and their sum.
+S2  production = inference with Poisson arrivals at 30/50/70 % of its measured solo capacity,
+    opportunistic = training; production latency from the scheduled arrival (p50/p95/p99).
+S5  production switches on and off (bursts); how fast the opportunistic job gives way when
+    production starts and takes the GPU back when it stops.
+"""
+
+import baselines as bl
+from harness import Placement
+from experiment import Unit, percentile, spread, throughput
+from gpushare_hook import Gpushare
+
+NOT_APPLICABLE = {
+    ("S2", "sequential"): "not meaningful: an open-loop service cannot wait for training to finish",
+    ("S2", "ticktock"): "not applicable: TickTock alternates forward/backward phases of two training jobs; "
+                        "inference has no backward phase",
+    ("S5", "sequential"): "not meaningful: bursts are the production job's own on/off pattern",
+    ("S5", "ticktock"): "not applicable: TickTock needs two jobs that never pause; production here pauses",
+    ("S2", "mps-thr20"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
+    ("S2", "mps-thr10"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
+    ("S5", "mps-thr20"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
+    ("S5", "mps-thr10"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
+}
+DEFAULTS = {"S1": ("resnet50_train_b32", "resnet50_train_b32"),
+            "S2": ("resnet50_infer_b8", "transformer_train_b32"),
+            "S5": ("resnet50_train_b8", "mobilenet_v2_train_b64")}
+
+
+def _setup(exp, scenario):
+    args = exp.args
+    prod, opp = args.prod or DEFAULTS[scenario][0], args.opp or DEFAULTS[scenario][1]
+    wanted = [b for b in bl.ALL if b not in (args.skip or [])]
+    gs = Gpushare(args.shim, args.gpushare_daemon, args.gpushare_policy, exp.pool.root)
+    exp.gpushare = gs
+    gs.start_daemons(exp.pool.log_dir)
+    all_rows = wanted + gs.baselines()
+    skipped = {b: NOT_APPLICABLE[(scenario, b)] for b in all_rows if (scenario, b) in NOT_APPLICABLE}
+    for b in gs.baselines():
+        if not gs.available(b):
+            skipped[b] = gs.reason(b)
+    shared = [b for b in all_rows if b != "isolated" and b not in skipped]
+    exp.pool.start(bl.worker_specs(prod, opp, shared, gs))
+    return prod, opp, all_rows, shared, skipped, gs
+
+
+def _closed(window):
+    return {"mode": "closed", "start": 0.0, "end": window}
+
+
+def run_s1(exp):
+    args, pool, W = exp.args, exp.pool, exp.args.window
+    prod, opp, all_rows, shared, skipped, gs = _setup(exp, "S1")
+    task = _closed(W)
+    units = [Unit("isolated-prod", lambda rep: bl.isolated(pool, "prod", task), W),
+             Unit("isolated-opp", lambda rep: bl.isolated(pool, "opp", task), W)]
+    if "mps" in shared:
+        # A control: production alone as an MPS client, to tell MPS's own cost or gain from sharing.
+        units.append(Unit("isolated-prod-mps", lambda rep: [Placement(pool.get("mps-prod"), [dict(task, job=0)],
+                                                                      tags=["prod"])], W))
+    units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, task, task, gs), W) for b in shared]
+    thr = {}  # (config, rep) -> {"prod": it/s, "opp": it/s}
+
+    def keep(unit, rep, res):
+        thr[(unit.name, rep)] = {tag: throughput(r, W, W) for tag, r in res.items()}
+
+    exp.run_reps(units, args.reps, keep)
+    iso = _isolated_levels(thr, args.reps, ["prod", "opp"])
+    rows = []
+    for name, role in (("isolated-prod", "prod"), ("isolated-opp", "opp"), ("isolated-prod-mps", "prod")):
+        if name == "isolated-prod-mps" and "mps" not in shared:
+            continue
+        vals = {r: thr[(name, r)][role] for r in range(args.reps) if (name, r) in thr}
+        nts = [v / iso[role][r] for r, v in vals.items()] if name.endswith("mps") else \
+            [v / iso[role]["median"] for v in vals.values()]
+        rows.append(_row(exp, name, {f"{role}_its": spread(list(vals.values())), f"{role}_nt": spread(nts)}))
+    for b in all_rows:
+        if b == "isolated":
+            continue
+        if b in skipped:
+            rows.append({"config": b, "status": "not run", "reason": skipped[b]})
+            continue
+        per = {k: [] for k in ("prod_its", "opp_its", "prod_nt", "opp_nt", "total_nt")}
+        for r in range(args.reps):
+            if (b, r) not in thr:
+                continue
+            t = thr[(b, r)]
+            np_, no = t["prod"] / iso["prod"][r], t["opp"] / iso["opp"][r]
+            per["prod_its"].append(t["prod"])
+            per["opp_its"].append(t["opp"])
+            per["prod_nt"].append(np_)
+            per["opp_nt"].append(no)
+            per["total_nt"].append(np_ + no)
+        rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
+    return {"workloads": {"production": prod, "opportunistic": opp}, "rows": rows}
+
+
+def run_s2(exp):
+    args, pool, W = exp.args, exp.pool, exp.args.window
+    prod, opp, all_rows, shared, skipped, gs = _setup(exp, "S2")
+    # Solo capacity: the median of a few closed-loop windows. A single window proved too noisy on
+    # the H100 (resnet50 b8 inference read 184 to 285 requests/s from one window to the next),
+    # which can turn "70 %" into overload.
+    caps = []
+    for i in range(args.capacity_windows):
+        res = exp.measure(Unit("capacity", lambda rep: bl.isolated(pool, "prod", _closed(W)), W), rep=-1 - i)
+        if res is not None:
+            caps.append(throughput(res["prod"], W, W))
+    if not caps:
+        reason = f"solo capacity could not be measured: {exp.why_missing('capacity')}"
+        return {"workloads": {"production": prod, "opportunistic": opp},
+                "rows": [{"config": b, "status": "not run", "reason": reason} for b in all_rows]}
+    capacity = spread(caps)["median"]
+    loads = args.loads
+
+    def poisson(load, rep):
+        # The same arrivals for every configuration of one (load, repetition): a fair comparison.
+        return {"mode": "poisson", "start": 0.0, "end": W, "rate": load * capacity,
+                "seed": 7919 * rep + int(load * 1000), "drain_s": 2.0}
+
+    units = [Unit("isolated-opp", lambda rep: bl.isolated(pool, "opp", _closed(W)), W)]
+    for load in loads:
+        units.append(Unit(f"isolated-prod@{load}", lambda rep, load=load: bl.isolated(pool, "prod", poisson(load, rep)), W))
+        units += [Unit(f"{b}@{load}", lambda rep, b=b, load=load: bl.placements(pool, b, poisson(load, rep), _closed(W), gs), W)
+                  for b in shared]
+    got = {}
+
+    def keep(unit, rep, res):
+        got[(unit.name, rep)] = res
+
+    exp.run_reps(units, args.reps, keep)
+    iso_opp = {r: throughput(got[("isolated-opp", r)]["opp"], W, W) for r in range(args.reps) if ("isolated-opp", r) in got}
+    iso_opp_med = spread(list(iso_opp.values()))
+    rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp_med})]
+    for load in loads:
+        for b in ["isolated-prod"] + [x for x in all_rows if x != "isolated"]:
+            name = f"{b}@{load}"
+            if b in skipped:
+                rows.append({"config": name, "load": load, "status": "not run", "reason": skipped[b]})
+                continue
+            per = {k: [] for k in ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "served", "opp_nt")}
+            for r in range(args.reps):
+                if (name, r) not in got:
+                    continue
+                res = got[(name, r)]["prod"]
+                lat = [x * 1000 for x in res["latencies"]]
+                if lat:
+                    for q in (50, 95, 99):
+                        per[f"p{q}_ms"].append(percentile(lat, q))
+                    per["mean_ms"].append(sum(lat) / len(lat))
+                per["served"].append(len(lat) / max(1, res["arrivals"]))
+                if "opp" in got[(name, r)] and iso_opp:
+                    base = iso_opp.get(r, iso_opp_med["median"])
+                    per["opp_nt"].append(throughput(got[(name, r)]["opp"], W, W) / base)
+            row = _row(exp, name, {k: spread(v) for k, v in per.items()})
+            row["load"] = load
+            rows.append(row)
+    return {"workloads": {"production": prod, "opportunistic": opp},
+            "capacity_rps": capacity, "capacity_windows_rps": caps, "loads": loads, "rows": rows}
+
+
+def run_s5(exp):
+    args, pool, W = exp.args, exp.pool, exp.args.window
+    prod, opp, all_rows, shared, skipped, gs = _setup(exp, "S5")
+    on_s, off_s, bin_s = args.on_s, args.off_s, args.bin_s
+    onoff = {"mode": "onoff", "start": 0.0, "end": W, "on_s": on_s, "off_s": off_s}
+    units = [Unit("isolated-opp", lambda rep: bl.isolated(pool, "opp", _closed(W)), W),
+             Unit("isolated-prod", lambda rep: bl.isolated(pool, "prod", onoff), W)]
+    units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, onoff, _closed(W), gs), W) for b in shared]
+    got = {}
+    exp.run_reps(units, args.reps, lambda u, r, res: got.__setitem__((u.name, r), res))
+    iso_opp = spread([throughput(got[("isolated-opp", r)]["opp"], W, W) for r in range(args.reps)
+                      if ("isolated-opp", r) in got])
+    iso_prod = spread([throughput(got[("isolated-prod", r)]["prod"], W, W) for r in range(args.reps)
+                       if ("isolated-prod", r) in got])
+    rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod})]
+    profiles = {}
+    for b in all_rows:
+        if b == "isolated":
+            continue
+        if b in skipped:
+            rows.append({"config": b, "status": "not run", "reason": skipped[b]})
+            continue
+        if W < on_s + off_s:
+            rows.append({"config": b, "status": "not run", "reason": "window shorter than one on/off period"})
+            continue
+        per = {k: [] for k in ("prod_its", "opp_its", "prod_nt", "opp_nt_on", "opp_nt_off", "give_way_ms",
+                               "take_back_ms")}
+        for r in range(args.reps):
+            if (b, r) not in got or not iso_opp or not iso_prod:
+                continue
+            res = got[(b, r)]
+            per["prod_its"].append(throughput(res["prod"], W, W))
+            per["opp_its"].append(throughput(res["opp"], W, W))
+            prof = fold(res["opp"]["completions"], W, on_s + off_s, bin_s)
+            profiles.setdefault(b, []).append(prof)
+            rep_stats = reaction(prof, on_s, bin_s, iso_opp["median"])
+            per["prod_nt"].append(throughput(res["prod"], W, W) / iso_prod["median"])
+            for k, v in rep_stats.items():
+                per[k].append(v)
+        rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
+    return {"workloads": {"production": prod, "opportunistic": opp}, "on_s": on_s, "off_s": off_s,
+            "bin_s": bin_s, "profiles": profiles, "rows": rows}
+
+
+def fold(completions, window, period, bin_s):
+    """The opportunistic job's rate (it/s) against time since the production on-edge, folded
+    over every whole period of the window."""
+    n_bins = int(round(period / bin_s))
+    periods = int(window // period)
+    counts = [0] * n_bins
+    for c in completions:
+        if c < periods * period:
+            counts[min(n_bins - 1, int((c % period) / bin_s))] += 1
+    return [n / (max(1, periods) * bin_s) for n in counts]
+
+
+def reaction(profile, on_s, bin_s, iso_rate):
+    """Give-way and take-back times: first bin past the midpoint between the on and off levels."""
+    on_bins = int(round(on_s / bin_s))
+    on_part, off_part = profile[:on_bins], profile[on_bins:]
+    on_level = sum(on_part[len(on_part) // 2:]) / max(1, len(on_part) - len(on_part) // 2)
+    off_level = sum(off_part[len(off_part) // 2:]) / max(1, len(off_part) - len(off_part) // 2)
+    out = {"opp_nt_on": on_level / iso_rate, "opp_nt_off": off_level / iso_rate,
+           "give_way_ms": None, "take_back_ms": None}
+    if off_level - on_level < 0.1 * iso_rate:  # the job hardly gives way at all: no edge to time
+        return out
+    mid = (on_level + off_level) / 2
+    out["give_way_ms"] = next(((i + 1) * bin_s * 1000 for i, v in enumerate(on_part) if v <= mid), None)
+    out["take_back_ms"] = next(((i + 1) * bin_s * 1000 for i, v in enumerate(off_part) if v >= mid), None)
+    return out
+
+
+def _isolated_levels(thr, reps, roles):
+    """Per repetition isolated throughput, with the median as fallback for a missing repetition."""
+    iso = {}
+    for role in roles:
+        vals = {r: thr[(f"isolated-{role}", r)][role] for r in range(reps) if (f"isolated-{role}", r) in thr}
+        med = spread(list(vals.values()))
+        iso[role] = {r: vals.get(r, med["median"] if med else float("nan")) for r in range(reps)}
+        iso[role]["median"] = med["median"] if med else float("nan")
+    return iso
+
+
+def _row(exp, config, metrics):
+    n = max((m["n"] for m in metrics.values() if m), default=0)
+    if n == 0:
+        return {"config": config, "status": "failed", "reason": exp.why_missing(config)}
+    return {"config": config, "status": "ok", "reps": n, **metrics}
