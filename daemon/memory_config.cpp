@@ -66,10 +66,17 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   }
   for (const auto& [key, value] : s.items())
     if (key != "capacity" && key != "devices" && key != "reserve" && key != "limits" &&
-        key != "swap_timeout_ms")
+        key != "swap_timeout_ms" && key != "oversubscribe")
       errors->push_back("memory." + key +
-                        ": unknown field (expected one of: capacity, devices, limits, reserve, "
-                        "swap_timeout_ms)");
+                        ": unknown field (expected one of: capacity, devices, limits, "
+                        "oversubscribe, reserve, swap_timeout_ms)");
+  if (s.contains("oversubscribe")) {
+    if (!s["oversubscribe"].is_boolean())
+      errors->push_back("memory.oversubscribe: expected true or false, got " +
+                        shown(s["oversubscribe"]));
+    else
+      out->oversubscribe = s["oversubscribe"].get<bool>();
+  }
   if (s.contains("capacity"))
     out->capacity = parse_capacity("memory.capacity", s["capacity"], errors);
   if (s.contains("reserve")) {

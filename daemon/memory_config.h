@@ -35,6 +35,10 @@ struct MemoryConfig {
   // How long a production allocation waits for opportunistic jobs to move their memory to host
   // before it is let through anyway (the driver then decides). Below the shim's 10 s wait.
   std::chrono::milliseconds swap_timeout{5000};
+  // Opportunistic jobs' device allocations become managed memory that can move to host. Off by
+  // default: managed memory changes how a job allocates, and on a shared GPU nobody should get
+  // managed memory beyond what the card has free unless an operator set a capacity for it.
+  bool oversubscribe = false;
 };
 
 // Parses bytes given as an integer or a string with a K/M/G/T (binary) suffix.

@@ -73,6 +73,8 @@ void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryC
   for (auto& [id, job] : registry.jobs()) {
     protocol::ControlBlock* b = job.block.page();
     if (!b) continue;
+    b->swappable_memory.store(config.oversubscribe && job.granted == JobClass::opportunistic,
+                              std::memory_order_relaxed);
     std::optional<uint64_t> limit = job_limit(config, job);
     size_t slot = 0;
     for (int d : devices) {

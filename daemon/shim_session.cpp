@@ -90,6 +90,10 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
     reply(c, protocol::MessageType::register_reply, &answer, sizeof answer);
     return;
   }
+  // Before the shim can allocate: whether its memory is made swappable (memory.oversubscribe).
+  job.block.page()->swappable_memory.store(
+      config_.memory.oversubscribe && job.granted == protocol::JobClass::opportunistic);
+
   answer.status = static_cast<uint32_t>(protocol::RegisterStatus::ok);
   answer.granted_class = static_cast<uint32_t>(job.granted);
   answer.job_id = job.id;

@@ -148,7 +148,8 @@ bool allocates_swappable() {
   ControlBlock* block = control_block();
   return block != local_control_block() &&
          block->job_class.load(std::memory_order_relaxed) ==
-             static_cast<uint32_t>(protocol::JobClass::opportunistic);
+             static_cast<uint32_t>(protocol::JobClass::opportunistic) &&
+         block->swappable_memory.load(std::memory_order_relaxed) == 1;
 }
 
 CUresult alloc_swappable(CUdeviceptr* ptr, size_t bytes) {

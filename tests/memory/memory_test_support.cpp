@@ -5,7 +5,7 @@
 namespace gpushare::testing {
 
 nlohmann::json memory_config(nlohmann::json limits) {
-  nlohmann::json memory = {{"capacity", kCapacity}};
+  nlohmann::json memory = {{"capacity", kCapacity}, {"oversubscribe", true}};
   if (!limits.empty()) memory["limits"] = limits;
   return {{"production", {{{"job", "prod*"}}}}, {"memory", memory}};
 }

@@ -72,6 +72,9 @@ struct alignas(64) ControlBlock {
     std::atomic<uint64_t> free_bytes;   // what the job may still allocate
   };
   MemoryView memory_views[kMemoryViews];
+  // Daemon -> shim: 1 when this job's device allocations are to be made swappable (managed)
+  // memory: an opportunistic job on a daemon whose config sets memory.oversubscribe.
+  std::atomic<uint32_t> swappable_memory;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
