@@ -73,6 +73,20 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     observation.now_ns = now_ns;
     observation.window_ns = window_ns;
     std::vector<policies::Gate> gates = slot->policy->decide(observation);
+    if (spdlog::should_log(spdlog::level::trace)) {
+      // One line per device and tick: what the policy saw and what it decided (for tuning).
+      std::string line;
+      for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
+        line += fmt::format(" job{}:{}:{}l/{}w->{}{}", observation.jobs[i].job_id,
+                            observation.jobs[i].job_class == policies::JobClass::production ? "P"
+                                                                                              : "O",
+                            observation.jobs[i].launches, observation.jobs[i].gate_waits,
+                            gates[i].launches == policies::kUnlimited
+                                ? std::string("inf")
+                                : std::to_string(gates[i].launches),
+                            gates[i].paused ? "(paused)" : "");
+      spdlog::trace("tick device={} window={}us{}", device, observation.window_ns / 1000, line);
+    }
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);
       if (job == by_id.end()) continue;

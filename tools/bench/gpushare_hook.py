@@ -54,7 +54,7 @@ class Gpushare:
             sock = self.socket(policy)
             # gpushared takes its settings from a config file: one per policy, root may claim
             # production (the harness runs as root), the policy on every device.
-            name, _, params = policy.partition(":")
+            name, _, params = policy.removesuffix("@mps").partition(":")
             config = {"socket": {"path": sock}, "production": [{"uid": os.getuid()}],
                       "policy": {"default": name}, "tick_ms": 50}
             if params:
@@ -82,8 +82,11 @@ class Gpushare:
             return (("LD_PRELOAD", self.shim), ("GPUSHARE_SOCKET", self.socket(policy)),
                     ("GPUSHARE_PRIORITY", cls), ("GPUSHARE_REQUIRE_DAEMON", "1"))
 
-        return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production")),
-                WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), env("opportunistic"))]
+        # "POLICY@mps": both jobs are also clients of the harness's MPS daemon, so kernels of the
+        # two can overlap on the SMs and the policy moves along MPS's frontier.
+        mps = policy.endswith("@mps")
+        return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production"), mps=mps),
+                WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), env("opportunistic"), mps=mps)]
 
     def placements(self, pool, baseline, prod_task, opp_task):
         policy = baseline.split(":", 1)[1]

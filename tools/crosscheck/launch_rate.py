@@ -8,7 +8,7 @@ x = torch.zeros(1, device="cuda")
 for _ in range(2000):
     x.add_(1.0)
 torch.cuda.synchronize()
-n = 50000
+n = 200000
 start = time.perf_counter()
 for _ in range(n):
     x.add_(1.0)
