@@ -142,23 +142,30 @@ json Server::ctl_jobs() {
   return {{"ok", true}, {"jobs", jobs}};
 }
 
+std::optional<std::string> Server::find_targets(const json& request, std::vector<Job*>* targets,
+                                                 std::string* target) {
+  if (request.contains("pid")) {
+    int64_t pid = request.at("pid").get<int64_t>();
+    *targets = registry_.find_by_pid(static_cast<pid_t>(pid));
+    *target = "pid " + std::to_string(pid);
+  } else if (request.contains("job")) {
+    std::string name = request.at("job").get<std::string>();
+    *targets = registry_.find_by_name(name);
+    *target = "job '" + name + "'";
+  } else {
+    return "give \"pid\" or \"job\"";
+  }
+  if (targets->empty()) return "no registered job with " + *target;
+  return std::nullopt;
+}
+
 json Server::ctl_set_priority(const Peer& caller, const json& request) {
   auto to = parse_class(request.value("class", std::string()));
   if (!to) return failure("\"class\" must be \"production\" or \"opportunistic\"");
   std::vector<Job*> targets;
   std::string target;
-  if (request.contains("pid")) {
-    int64_t pid = request.at("pid").get<int64_t>();
-    targets = registry_.find_by_pid(static_cast<pid_t>(pid));
-    target = "pid " + std::to_string(pid);
-  } else if (request.contains("job")) {
-    std::string name = request.at("job").get<std::string>();
-    targets = registry_.find_by_name(name);
-    target = "job '" + name + "'";
-  } else {
-    return failure("give \"pid\" or \"job\"");
-  }
-  if (targets.empty()) return failure("no registered job with " + target);
+  if (std::optional<std::string> error = find_targets(request, &targets, &target))
+    return failure(*error);
   // All or nothing: one refused target refuses the whole request.
   for (Job* job : targets) {
     Decision d = may_set_priority(config_, caller, job->peer.uid, job->granted, *to);

@@ -26,18 +26,8 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
   }
   std::vector<Job*> targets;
   std::string target;
-  if (request.contains("pid")) {
-    int64_t pid = request.at("pid").get<int64_t>();
-    targets = registry_.find_by_pid(static_cast<pid_t>(pid));
-    target = "pid " + std::to_string(pid);
-  } else if (request.contains("job")) {
-    std::string name = request.at("job").get<std::string>();
-    targets = registry_.find_by_name(name);
-    target = "job '" + name + "'";
-  } else {
-    return failure("give \"pid\" or \"job\"");
-  }
-  if (targets.empty()) return failure("no registered job with " + target);
+  if (std::optional<std::string> error = find_targets(request, &targets, &target))
+    return failure(*error);
   bool admin = may_administer(config_, caller).allowed;
   for (Job* job : targets) {
     std::optional<uint64_t> now = job_limit(config_.memory, *job);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
@@ -83,6 +84,10 @@ class Server {
   nlohmann::json ctl_jobs();
   nlohmann::json ctl_set_priority(const Peer& caller, const nlohmann::json& request);
   nlohmann::json ctl_policy(const Peer& caller, const nlohmann::json& request);
+  // The jobs a ctl request names by "pid" or "job" (`target` describes them for messages); an
+  // error message when it names none or no registered job.
+  std::optional<std::string> find_targets(const nlohmann::json& request, std::vector<Job*>* targets,
+                                          std::string* target);
   nlohmann::json ctl_reload(const Peer& caller);
 
   Config config_;

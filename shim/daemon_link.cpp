@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "accounting.h"
+#include "background_thread.h"
 #include "gpushare/protocol/wire.h"
 #include "log.h"
 #include "memory_swap.h"
@@ -377,21 +378,7 @@ void* watch_daemon(void*) {
   return nullptr;
 }
 
-bool start_thread() {
-  // The thread takes no signals: the host program's handlers and sigwait() loops stay its own.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  bool ok = pthread_create(&thread, &attr, watch_daemon, nullptr) == 0;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return ok;
-}
+bool start_thread() { return start_background_thread(watch_daemon); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 
+#include "background_thread.h"
 #include "daemon_link.h"
 #include "hooks.h"
 #include "log.h"
@@ -128,18 +129,8 @@ void start_thread_once() {
   if (g_thread_started.exchange(true)) return;
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, swap_after_fork_child); });
-  sigset_t all, previous;  // the thread takes no signals: the host program's handlers stay its own
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, swap_thread, nullptr) != 0)
+  if (!start_background_thread(swap_thread))
     log_warning("cannot start the swap thread: this job's memory cannot be moved to host");
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 }  // namespace
