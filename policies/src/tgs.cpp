@@ -36,6 +36,15 @@ const ParameterSpec kParameters[] = {
     {"increase", 0.05, 0.001, 0.5, "increase of the limit per period, as a fraction of the limit"},
     {"control_period_ms", 200, 1, 10'000,
      "busy production time over which rates are measured and the limit moves once"},
+    {"smoothing", 0.3, 0.05, 1.0,
+     "weight of a new period in each production job's rate estimate, which the law compares with "
+     "the target (1 uses the period alone, as TGS does)"},
+    {"noise_margin", 1.5, 0, 10,
+     "standard errors of the rate estimate (from the measured period-to-period noise) that a "
+     "deviation must exceed before it counts as one; 0 trusts every sample"},
+    {"start_fraction", 0.5, 0, 1,
+     "slow start begins at this fraction of (1 - target) x the opportunistic class's rate seen "
+     "while production idled (one launch per window until that is seen)"},
     {"probe_interval_ms", 5000, 0, 600'000,
      "longest busy production time without a clean sample before opportunistic work is paused for "
      "one window plus one period to re-measure solo rates; 0 never probes"},
@@ -63,6 +72,9 @@ constexpr int kHeadroomPeriods = 3;
 constexpr double kIdleHeadroom = 0.05;
 // How fast the unthrottled opportunistic rate estimate forgets, per idle window.
 constexpr double kPeakDecay = 0.05;
+// Weight of a new period in the estimate of production's period-to-period noise (variance): it
+// needs more samples than the rate itself.
+constexpr double kNoiseSmoothing = 0.1;
 
 struct ProductionJob {
   double solo_rate = 0;  // kernels/s without opportunistic work; 0 until first measured
@@ -70,6 +82,10 @@ struct ProductionJob {
   uint64_t window_progress = 0;       // kernels completed in the last window (see progress())
   uint64_t period_progress = 0;
   int low_clean_samples = 0;  // consecutive clean samples below solo by `drift`
+  // Smoothed progress rate (kernels/s) of the periods under control; 0 until the next sample.
+  double rate_estimate = 0;
+  // Relative variance of one period's rate around rate_estimate: the measured noise.
+  double noise_variance = 0;
 };
 
 struct OpportunisticJob {
@@ -102,6 +118,9 @@ class TgsPolicy final : public Policy {
         increase_(p.at("increase")),
         control_period_ns_(static_cast<uint64_t>(p.at("control_period_ms") * 1e6)),
         probe_interval_ns_(static_cast<uint64_t>(p.at("probe_interval_ms") * 1e6)),
+        smoothing_(p.at("smoothing")),
+        noise_margin_(p.at("noise_margin")),
+        start_fraction_(p.at("start_fraction")),
         solo_smoothing_(p.at("solo_smoothing")),
         drift_(p.at("drift")),
         drift_periods_(static_cast<int>(p.at("drift_periods"))),
@@ -174,6 +193,7 @@ class TgsPolicy final : public Policy {
     }
     production_idle_ = true;
     probe_ = Probe::off;  // an idle production job has nothing to measure
+    for (auto& [id, job] : production_) job.rate_estimate = 0;  // its load may differ when back
     reset_period();
   }
 
@@ -204,21 +224,28 @@ class TgsPolicy final : public Policy {
 
   void end_period() {
     const double period_s = static_cast<double>(period_ns_) / kNsPerSecond;
-    double slowest = kNoLimit;  // lowest production rate / solo rate this period
+    // A probe period says nothing about what the limit does to production.
+    const bool probed = probe_ == Probe::measuring;
+    probe_ = Probe::off;
+    double slowest = kNoLimit;  // lowest estimated production rate / solo rate
+    double slowest_error = 0;   // relative standard error of that estimate
     bool solo_missing = false;
     for (auto& [id, job] : production_) {
       if (job.period_progress == 0) continue;  // idle all period: says nothing
       const double rate = static_cast<double>(job.period_progress) / period_s;
       update_solo(job, rate);
-      if (job.solo_rate > 0) slowest = std::min(slowest, rate / job.solo_rate);
       solo_missing = solo_missing || job.solo_rate == 0;
+      if (probed) continue;
+      update_estimate(job, rate);
+      if (job.solo_rate > 0 && job.rate_estimate / job.solo_rate < slowest) {
+        slowest = job.rate_estimate / job.solo_rate;
+        slowest_error = standard_error(job);
+      }
     }
     busy_since_clean_ns_ = period_clean_ ? 0 : busy_since_clean_ns_ + period_ns_;
-    // A probe period says nothing about what the limit does to production.
-    const bool probed = probe_ == Probe::measuring;
-    probe_ = Probe::off;
     if (!probed && slowest != kNoLimit && !opportunistic_.empty())
-      control(slowest, static_cast<double>(period_opportunistic_launches_) / period_s);
+      control(slowest, slowest_error,
+              static_cast<double>(period_opportunistic_launches_) / period_s);
     reset_period();
     const bool probe_due = probe_interval_ns_ > 0 && busy_since_clean_ns_ >= probe_interval_ns_;
     if (!opportunistic_.empty() && (solo_missing || probe_due)) start_probe();
@@ -229,14 +256,19 @@ class TgsPolicy final : public Policy {
   // estimate are averaged in: a running maximum would be biased upwards by noise, and a solo rate
   // too high starves the opportunistic jobs. Clean samples far below it, `drift_periods` in a row,
   // replace it: the job's work got heavier (TGS re-profiles after 20 samples 12 % off).
+  // Both thresholds widen by noise_margin sampling errors of one period: on the H100 (resnet50
+  // training, data/h100-s1-tgs-mps-ticks.txt) one period's rate varies by 8 % with no contention at
+  // all, and replacing the estimate with every sample 3 % above it ratcheted it up to the noise's
+  // peaks, so that production looked 10-20 % short of target all the time.
   void update_solo(ProductionJob& job, double rate) {
-    const bool faster = rate > job.solo_rate * (1 + (period_clean_ ? drift_ : tolerance_));
+    const double noise = noise_margin_ * std::sqrt(job.noise_variance);
+    const bool faster = rate > job.solo_rate * (1 + (period_clean_ ? drift_ : tolerance_) + noise);
     if (job.solo_rate == 0 ? period_clean_ : faster) {
       job.solo_rate = rate;
       job.low_clean_samples = 0;
     } else if (!period_clean_) {
       return;
-    } else if (rate < job.solo_rate * (1 - drift_)) {
+    } else if (rate < job.solo_rate * (1 - drift_ - noise)) {
       if (++job.low_clean_samples >= drift_periods_) {
         job.solo_rate = rate;
         job.low_clean_samples = 0;
@@ -247,10 +279,42 @@ class TgsPolicy final : public Policy {
     }
   }
 
-  // The control law (TGS update_rate_limit, with our target in place of TGS's solo rate).
-  void control(double slowest, double opportunistic_rate) {
+  // Production's rate as the law sees it: an exponential average of its periods, and the
+  // period-to-period noise around it. TGS compares single samples with its bands; with the noise
+  // above that fired a decrease or a reset (limit / 10) every few periods.
+  void update_estimate(ProductionJob& job, double rate) {
+    if (job.rate_estimate <= 0) {
+      job.rate_estimate = rate;
+      return;
+    }
+    const double deviation = (rate - job.rate_estimate) / job.rate_estimate;
+    job.noise_variance += kNoiseSmoothing * (deviation * deviation - job.noise_variance);
+    job.rate_estimate += smoothing_ * (rate - job.rate_estimate);
+  }
+
+  // Relative standard error of the rate estimate: an exponential average of independent samples
+  // of variance v has variance v * a / (2 - a).
+  double standard_error(const ProductionJob& job) const {
+    return std::sqrt(job.noise_variance * smoothing_ / (2 - smoothing_));
+  }
+
+  // Where slow start begins: a useful fraction of what the opportunistic class can use, where its
+  // unthrottled rate is known, instead of TGS's one launch. Resnet50 training needs ~700 launches
+  // per step, ~1300 per 50 ms window alone; from one launch per window ×1.5 per period it took
+  // seconds to reach a single step, and every false reset started it over.
+  double start_limit() const {
+    double start = start_fraction_ * (1 - target_) * opportunistic_peak_;
+    if (too_high_limit_ > 0) start = std::min(start, too_high_limit_ / kSlowStartFactor);
+    return std::max(start, 1 / window_s_);
+  }
+
+  // The control law (TGS update_rate_limit, with our target in place of TGS's solo rate). A
+  // shortfall within `margin` (noise_margin standard errors) may be noise: it ends neither slow
+  // start nor earns a reset, and it earns only part of the decrease.
+  void control(double slowest, double error, double opportunistic_rate) {
     const double one_per_window = 1 / window_s_;
     const double shortfall = (target_ - slowest) / target_;  // > 0: production below target
+    const double margin = noise_margin_ * error;
     // A limit the opportunistic jobs do not use grows no further: when their demand returns it
     // must not find a limit far above what was last tested.
     const double cap =
@@ -258,29 +322,38 @@ class TgsPolicy final : public Policy {
                         : std::max({limit_, kUnusedLimitCap * opportunistic_rate, one_per_window});
     if (phase_ == Phase::slow_start) {
       headroom_periods_ = 0;
-      if (shortfall <= 0) {
-        limit_ = std::min(std::max(limit_ * kSlowStartFactor, one_per_window), cap);
+      if (shortfall <= margin) {
+        limit_ = std::min(std::max(limit_ * kSlowStartFactor, start_limit()), cap);
       } else {
         too_high_limit_ = limit_;
         limit_ /= kSlowStartFactor;
         phase_ = Phase::congestion_avoidance;
       }
-    } else if (shortfall >= reset_deviation_) {
+    } else if (shortfall >= reset_deviation_ + margin) {
       too_high_limit_ = limit_;
       limit_ /= kResetDivisor;
       phase_ = Phase::slow_start;
+      // The estimate remembers the periods before the reset: start measuring afresh.
+      for (auto& [id, job] : production_) job.rate_estimate = 0;
     } else if (shortfall <= 0) {
       // Lasting headroom at a limit that was too high before means production's load fell: grow
       // fast again. Below that limit, headroom is just the last decrease (TCP's ssthresh).
-      const bool headroom = -shortfall > tolerance_ && limit_ >= too_high_limit_;
+      const bool headroom = -shortfall > tolerance_ + margin && limit_ >= too_high_limit_;
       headroom_periods_ = headroom ? headroom_periods_ + 1 : 0;
       if (headroom_periods_ >= kHeadroomPeriods) phase_ = Phase::slow_start;
-      limit_ = std::min(limit_ + increase_ * std::max(limit_, one_per_window), cap);
+      // At least `increase` of a fair opportunistic share per period: 5 % of a
+      // limit that noise has driven down to a few launches per window takes minutes to recover.
+      // Before that is known, the last limit found too high is the scale.
+      const double step =
+          std::max({limit_, (1 - target_) * opportunistic_peak_, too_high_limit_, one_per_window});
+      limit_ = std::min(limit_ + increase_ * step, cap);
     } else {
       // In proportion to the shortfall up to `tolerance`: a full decrease for a barely missed
       // target would swing production far above it when the opportunistic share is large.
+      // The band widens with the noise, so that noise alone earns decreases no larger on average
+      // than the increases it earns.
       too_high_limit_ = limit_;
-      limit_ *= 1 - decrease_ * std::min(1.0, shortfall / tolerance_);
+      limit_ *= 1 - decrease_ * std::min(1.0, shortfall / (tolerance_ + margin));
     }
   }
 
@@ -343,6 +416,7 @@ class TgsPolicy final : public Policy {
   // Parameters.
   const double target_, tolerance_, reset_deviation_, decrease_, increase_;
   const uint64_t control_period_ns_, probe_interval_ns_;
+  const double smoothing_, noise_margin_, start_fraction_;
   const double solo_smoothing_, drift_;
   const int drift_periods_;
   const uint32_t idle_windows_needed_, in_flight_;
