@@ -101,3 +101,28 @@ TEST_F(Admission, AllocationSitesAreShown) {
 
 }  // namespace
 }  // namespace gpushare::testing
+
+namespace gpushare::testing {
+namespace {
+
+// memory.oversubscribe decides whether an opportunistic job's device allocations become swappable
+// (managed) memory; without it they stay plain device memory, as without gpushare.
+uint64_t swappable_after_alloc(bool oversubscribe) {
+  TempDir dir;
+  nlohmann::json config = memory_config();
+  config["memory"]["oversubscribe"] = oversubscribe;
+  Daemon daemon{dir, config};
+  EXPECT_TRUE(daemon.start()) << daemon.log();
+  ChildProcess opp = start_client(dir, daemon.socket, "opp", "opportunistic");
+  EXPECT_TRUE(opp.running());
+  EXPECT_TRUE(ok_number(opp.ask("alloc " + std::to_string(8 * kMiB))));
+  return memory_state(daemon.socket, opp.pid()).value("swappable_bytes", uint64_t{0});
+}
+
+TEST(OversubscriptionConfig, IsOptIn) {
+  EXPECT_EQ(swappable_after_alloc(false), 0u);
+  EXPECT_EQ(swappable_after_alloc(true), 8 * kMiB);
+}
+
+}  // namespace
+}  // namespace gpushare::testing
