@@ -1,0 +1,87 @@
+"""The benchmark harness's analysis (tools/bench), which turns raw completions into the figures of
+docs/benchmarks.md: checked here with numbers worked out by hand, no GPU needed."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench"))
+
+from compare import verdict  # noqa: E402
+from experiment import percentile, spread, throughput  # noqa: E402
+from gpushare_hook import Gpushare  # noqa: E402
+from scenario_pair import fold, reaction  # noqa: E402
+
+
+class Statistics(unittest.TestCase):
+    def test_percentile_interpolates(self):
+        self.assertEqual(percentile([4.0], 99), 4.0)
+        self.assertEqual(percentile([1, 2, 3, 4, 5], 50), 3)
+        self.assertAlmostEqual(percentile([10, 20], 95), 19.5)
+        self.assertEqual(percentile([3, 1, 2], 0), 1)
+
+    def test_spread_ignores_missing_repetitions(self):
+        self.assertEqual(spread([3, None, 1, 2]), {"median": 2, "min": 1, "max": 3, "n": 3})
+        self.assertIsNone(spread([None]))
+
+    def test_throughput_counts_completions_inside_the_task(self):
+        result = {"completions": [0.5, 1.0, 1.5, 2.5]}
+        self.assertEqual(throughput(result, task_len=2.0, window_s=4.0), 0.75)
+
+    def test_verdict_against_the_first_runs_range(self):
+        first = {"median": 1.0, "min": 0.9, "max": 1.1}
+        self.assertEqual(verdict(first, {"median": 1.05, "min": 1.0, "max": 1.2}), "inside")
+        self.assertEqual(verdict(first, {"median": 1.2, "min": 1.05, "max": 1.3}), "overlap")
+        self.assertEqual(verdict(first, {"median": 2.0, "min": 1.9, "max": 2.1}), "apart")
+        self.assertEqual(verdict(None, first), "–")
+
+
+class Reaction(unittest.TestCase):
+    def test_fold_rates_by_phase(self):
+        # Period 1 s in 0.5 s bins over a 2 s window: completions at 0.1 and 1.2 (first half of
+        # their periods), 0.7, 0.8 and 1.9 (second half).
+        profile = fold([0.1, 0.7, 0.8, 1.2, 1.9], window=2.0, period=1.0, bin_s=0.5)
+        self.assertEqual(profile, [2.0, 3.0])
+
+    def test_give_way_and_take_back(self):
+        # Production on for 4 bins then off for 4 (bin 0.05 s); the opportunistic job drops from
+        # 10 to 0 one bin after the on-edge and recovers two bins after the off-edge.
+        profile = [10, 0, 0, 0, 0, 2, 10, 10]
+        out = reaction(profile, on_s=0.2, bin_s=0.05, iso_rate=10)
+        self.assertEqual(out["opp_nt_on"], 0.0)
+        self.assertEqual(out["opp_nt_off"], 1.0)
+        self.assertAlmostEqual(out["give_way_ms"], 100)
+        self.assertAlmostEqual(out["take_back_ms"], 150)
+
+    def test_no_edge_when_the_job_never_gives_way(self):
+        out = reaction([9.5, 9.5, 10, 10], on_s=0.1, bin_s=0.05, iso_rate=10)  # under 10 % apart
+        self.assertIsNone(out["give_way_ms"])
+
+
+class GpushareRows(unittest.TestCase):
+    def test_policy_with_parameters_under_mps_gets_its_own_config(self):
+        with tempfile.TemporaryDirectory() as d:
+            daemon = os.path.join(d, "fake-gpushared")
+            with open(daemon, "w") as f:  # stands in for gpushared: creates the socket file
+                f.write("#!/bin/sh\npython3 -c \"import json,sys; c=json.load(open(sys.argv[1])); "
+                        "open(c['socket']['path'],'w')\" \"$2\"\nsleep 30\n")
+            os.chmod(daemon, 0o755)
+            shim = os.path.join(d, "libgpushare.so")
+            open(shim, "w").close()
+            gs = Gpushare(shim, daemon + " --config {config}", ["tgs:target=0.9@mps"], d)
+            gs.start_daemons(d)
+            try:
+                self.assertIsNone(gs.reason("gpushare:tgs:target=0.9@mps"))
+                config = json.load(open(os.path.join(d, "gpushared-tgs_target=0.9@mps.json")))
+                self.assertEqual(config["policy"], {"default": "tgs",
+                                                    "parameters": {"tgs": {"target": 0.9}}})
+                prod, opp = gs.worker_specs("gpushare:tgs:target=0.9@mps", "p", "o")
+                self.assertTrue(prod.mps and opp.mps)
+                self.assertIn(("GPUSHARE_PRIORITY", "production"), prod.env)
+            finally:
+                gs.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
