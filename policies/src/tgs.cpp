@@ -9,20 +9,22 @@
 // publishes its in-flight count, else launches: a training or inference loop issues the same
 // kernels every step, so either counts steps.
 // Solo rate: learnt online from "clean" periods, in which no opportunistic work ran (none was
-// present, or a short probe paused it); see update_solo().
+// present, or a short probe paused it); see update_solo() in tgs_estimator.cpp.
 // Actuator: the opportunistic class's launches per second, split among its jobs by weight (in GPU
 // time where the shims report busy time) and handed out per window.
 #include <algorithm>
-#include <cmath>
 #include <map>
-#include <optional>
 
 #include "catalog.h"
 #include "class_sharing.h"
 #include "share.h"
+#include "tgs_estimator.h"
 
 namespace gpushare::policies {
 namespace {
+
+using tgs::EstimatorSettings;
+using tgs::ProductionJob;
 
 const ParameterSpec kParameters[] = {
     {"target", 0.95, 0.5, 1.0, "fraction of its solo rate each production job must keep"},
@@ -72,21 +74,12 @@ constexpr int kHeadroomPeriods = 3;
 constexpr double kIdleHeadroom = 0.05;
 // How fast the unthrottled opportunistic rate estimate forgets, per idle window.
 constexpr double kPeakDecay = 0.05;
-// Weight of a new period in the estimate of production's period-to-period noise (variance): it
-// needs more samples than the rate itself.
-constexpr double kNoiseSmoothing = 0.1;
-
-struct ProductionJob {
-  double solo_rate = 0;  // kernels/s without opportunistic work; 0 until first measured
-  std::optional<uint32_t> in_flight;  // at the end of the last window, where the shim tracks it
-  uint64_t window_progress = 0;       // kernels completed in the last window (see progress())
-  uint64_t period_progress = 0;
-  int low_clean_samples = 0;  // consecutive clean samples below solo by `drift`
-  // Smoothed progress rate (kernels/s) of the periods under control; 0 until the next sample.
-  double rate_estimate = 0;
-  // Relative variance of one period's rate around rate_estimate: the measured noise.
-  double noise_variance = 0;
-};
+// The lowest limit a decrease or reset leaves, as a fraction of what the target leaves to the
+// opportunistic class ((1 - target) x its scale, see opportunistic_scale()): 0.5 % of the scale at
+// the default target. Resnet50 training on the H100 (~700 launches per step, ~26,000 launches/s
+// alone) then still gets a step through every ~4 s, enough for the law to keep testing the limit,
+// while costing production at most a tenth of its allowance when the scale is right.
+constexpr double kFloorFraction = 0.1;
 
 struct OpportunisticJob {
   LaunchCost cost;
@@ -98,16 +91,6 @@ struct OpportunisticJob {
 enum class Phase { slow_start, congestion_avoidance };
 enum class Probe { off, settling, measuring };
 
-// Production's progress in a window: the kernels it completed, which are its launches less the
-// growth of its queue where the shim publishes the in-flight count. Launches alone arrive in bursts
-// (a training step queues its kernels in a few ms, then waits for them), so per-window launch
-// counts swing by a whole step; completions follow the GPU and do not.
-uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_before) {
-  if (!job.in_flight || !in_flight_before) return job.launches;
-  const int64_t completed = static_cast<int64_t>(job.launches) + *in_flight_before - *job.in_flight;
-  return completed > 0 ? static_cast<uint64_t>(completed) : 0;
-}
-
 class TgsPolicy final : public Policy {
  public:
   explicit TgsPolicy(const Parameters& p)
@@ -118,14 +101,16 @@ class TgsPolicy final : public Policy {
         increase_(p.at("increase")),
         control_period_ns_(static_cast<uint64_t>(p.at("control_period_ms") * 1e6)),
         probe_interval_ns_(static_cast<uint64_t>(p.at("probe_interval_ms") * 1e6)),
-        smoothing_(p.at("smoothing")),
         noise_margin_(p.at("noise_margin")),
         start_fraction_(p.at("start_fraction")),
-        solo_smoothing_(p.at("solo_smoothing")),
-        drift_(p.at("drift")),
-        drift_periods_(static_cast<int>(p.at("drift_periods"))),
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
-        in_flight_(static_cast<uint32_t>(p.at("in_flight"))) {}
+        in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
+        estimator_{.tolerance = tolerance_,
+                   .smoothing = p.at("smoothing"),
+                   .noise_margin = noise_margin_,
+                   .solo_smoothing = p.at("solo_smoothing"),
+                   .drift = p.at("drift"),
+                   .drift_periods = static_cast<int>(p.at("drift_periods"))} {}
 
   std::string_view name() const override { return "tgs"; }
 
@@ -169,7 +154,7 @@ class TgsPolicy final : public Policy {
         production_joined = production_joined || known == production_.end();
         ProductionJob& state = production[job.job_id] =
             known == production_.end() ? ProductionJob{} : known->second;
-        state.window_progress = progress(job, state.in_flight);
+        state.window_progress = tgs::progress(job, state.in_flight);
         state.in_flight = job.in_flight;
       } else {
         OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
@@ -233,13 +218,13 @@ class TgsPolicy final : public Policy {
     for (auto& [id, job] : production_) {
       if (job.period_progress == 0) continue;  // idle all period: says nothing
       const double rate = static_cast<double>(job.period_progress) / period_s;
-      update_solo(job, rate);
+      tgs::update_solo(job, rate, period_clean_, estimator_);
       solo_missing = solo_missing || job.solo_rate == 0;
       if (probed) continue;
-      update_estimate(job, rate);
+      tgs::update_estimate(job, rate, estimator_);
       if (job.solo_rate > 0 && job.rate_estimate / job.solo_rate < slowest) {
         slowest = job.rate_estimate / job.solo_rate;
-        slowest_error = standard_error(job);
+        slowest_error = tgs::standard_error(job, estimator_);
       }
     }
     busy_since_clean_ns_ = period_clean_ ? 0 : busy_since_clean_ns_ + period_ns_;
@@ -251,59 +236,12 @@ class TgsPolicy final : public Policy {
     if (!opportunistic_.empty() && (solo_missing || probe_due)) start_probe();
   }
 
-  // Contention only slows production down, so a sample above the estimate by more than noise
-  // (`tolerance`) means the estimate is stale, clean or not. Clean samples within `drift` of the
-  // estimate are averaged in: a running maximum would be biased upwards by noise, and a solo rate
-  // too high starves the opportunistic jobs. Clean samples far below it, `drift_periods` in a row,
-  // replace it: the job's work got heavier (TGS re-profiles after 20 samples 12 % off).
-  // Both thresholds widen by noise_margin sampling errors of one period: on the H100 (resnet50
-  // training, data/h100-s1-tgs-mps-ticks.txt) one period's rate varies by 8 % with no contention at
-  // all, and replacing the estimate with every sample 3 % above it ratcheted it up to the noise's
-  // peaks, so that production looked 10-20 % short of target all the time.
-  void update_solo(ProductionJob& job, double rate) {
-    const double noise = noise_margin_ * std::sqrt(job.noise_variance);
-    const bool faster = rate > job.solo_rate * (1 + (period_clean_ ? drift_ : tolerance_) + noise);
-    if (job.solo_rate == 0 ? period_clean_ : faster) {
-      job.solo_rate = rate;
-      job.low_clean_samples = 0;
-    } else if (!period_clean_) {
-      return;
-    } else if (rate < job.solo_rate * (1 - drift_ - noise)) {
-      if (++job.low_clean_samples >= drift_periods_) {
-        job.solo_rate = rate;
-        job.low_clean_samples = 0;
-      }
-    } else {
-      job.low_clean_samples = 0;
-      job.solo_rate += solo_smoothing_ * (rate - job.solo_rate);
-    }
-  }
-
-  // Production's rate as the law sees it: an exponential average of its periods, and the
-  // period-to-period noise around it. TGS compares single samples with its bands; with the noise
-  // above that fired a decrease or a reset (limit / 10) every few periods.
-  void update_estimate(ProductionJob& job, double rate) {
-    if (job.rate_estimate <= 0) {
-      job.rate_estimate = rate;
-      return;
-    }
-    const double deviation = (rate - job.rate_estimate) / job.rate_estimate;
-    job.noise_variance += kNoiseSmoothing * (deviation * deviation - job.noise_variance);
-    job.rate_estimate += smoothing_ * (rate - job.rate_estimate);
-  }
-
-  // Relative standard error of the rate estimate: an exponential average of independent samples
-  // of variance v has variance v * a / (2 - a).
-  double standard_error(const ProductionJob& job) const {
-    return std::sqrt(job.noise_variance * smoothing_ / (2 - smoothing_));
-  }
-
   // Where slow start begins: a useful fraction of what the opportunistic class can use, where its
   // unthrottled rate is known, instead of TGS's one launch. Resnet50 training needs ~700 launches
   // per step, ~1300 per 50 ms window alone; from one launch per window ×1.5 per period it took
   // seconds to reach a single step, and every false reset started it over.
   double start_limit() const {
-    double start = start_fraction_ * (1 - target_) * opportunistic_peak_;
+    double start = start_fraction_ * (1 - target_) * opportunistic_scale();
     if (too_high_limit_ > 0) start = std::min(start, too_high_limit_ / kSlowStartFactor);
     return std::max(start, 1 / window_s_);
   }
@@ -313,6 +251,8 @@ class TgsPolicy final : public Policy {
   // start nor earns a reset, and it earns only part of the decrease.
   void control(double slowest, double error, double opportunistic_rate) {
     const double one_per_window = 1 / window_s_;
+    const double floor =
+        std::max(kFloorFraction * (1 - target_) * opportunistic_scale(), one_per_window);
     const double shortfall = (target_ - slowest) / target_;  // > 0: production below target
     const double margin = noise_margin_ * error;
     // A limit the opportunistic jobs do not use grows no further: when their demand returns it
@@ -344,8 +284,8 @@ class TgsPolicy final : public Policy {
       // At least `increase` of a fair opportunistic share per period: 5 % of a
       // limit that noise has driven down to a few launches per window takes minutes to recover.
       // Before that is known, the last limit found too high is the scale.
-      const double step =
-          std::max({limit_, (1 - target_) * opportunistic_peak_, too_high_limit_, one_per_window});
+      const double step = std::max(
+          {limit_, (1 - target_) * opportunistic_scale(), too_high_limit_, one_per_window});
       limit_ = std::min(limit_ + increase_ * step, cap);
     } else {
       // In proportion to the shortfall up to `tolerance`: a full decrease for a barely missed
@@ -355,6 +295,24 @@ class TgsPolicy final : public Policy {
       too_high_limit_ = limit_;
       limit_ *= 1 - decrease_ * std::min(1.0, shortfall / (tolerance_ + margin));
     }
+    // A reset from a small limit would otherwise leave a few launches per window, less than one
+    // opportunistic step in many seconds: the law then sees no effect of its limit and recovers
+    // only at the additive pace (seen on the H100 trace replay with smoothing 0.25 and 0.35).
+    if (period_blocked_) limit_ = std::max(limit_, floor);
+  }
+
+  // The opportunistic class's launches per second alone, the scale of slow start, the additive
+  // step and the floor: as seen while production idled, else, where the opportunistic jobs wait at
+  // their gates (they would take more), the fastest production job's solo rate. Both are training
+  // or inference loops issuing kernels; a proxy is better than TGS's one launch per window, from
+  // which a job needing ~700 launches per step took seconds to see one step, and every reset
+  // started it over.
+  double opportunistic_scale() const {
+    if (opportunistic_peak_ > 0) return opportunistic_peak_;
+    if (!period_blocked_) return 0;
+    double fastest = 0;
+    for (const auto& [id, job] : production_) fastest = std::max(fastest, job.solo_rate);
+    return fastest;
   }
 
   void start_probe() {
@@ -416,10 +374,9 @@ class TgsPolicy final : public Policy {
   // Parameters.
   const double target_, tolerance_, reset_deviation_, decrease_, increase_;
   const uint64_t control_period_ns_, probe_interval_ns_;
-  const double smoothing_, noise_margin_, start_fraction_;
-  const double solo_smoothing_, drift_;
-  const int drift_periods_;
+  const double noise_margin_, start_fraction_;
   const uint32_t idle_windows_needed_, in_flight_;
+  const EstimatorSettings estimator_;
 
   // Control state.
   Phase phase_ = Phase::slow_start;

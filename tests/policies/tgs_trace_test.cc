@@ -152,5 +152,19 @@ TEST(TgsTrace, OverlappingPairGivesTheOpportunisticJobMore) {
   EXPECT_GE(result.opportunistic, 0.06);
 }
 
+// Both jobs start together: the opportunistic job's rate alone is never seen, so its scale is
+// production's solo rate while it waits at its gate. Before that scale and the floor under resets:
+// 0.948 + 0.053 at the defaults, ~0.001 with smoothing 0.25 or 0.35 (a reset at a tiny limit).
+TEST(TgsTrace, PairStartingTogetherFeedsTheOpportunisticJobAcrossSmoothings) {
+  for (const double smoothing : {0.3, 0.25, 0.35}) {
+    auto policy = tgs({{"smoothing", smoothing}});
+    const ReplayResult result = replay(*policy, 1.0, 0, 4, 160);
+    std::printf("no lead-in, smoothing %.2f, c=1: production %.3f, opportunistic %.4f\n", smoothing,
+                result.production, result.opportunistic);
+    EXPECT_GE(result.production, 0.93) << "smoothing " << smoothing;
+    EXPECT_GE(result.opportunistic, 0.03) << "smoothing " << smoothing;
+  }
+}
+
 }  // namespace
 }  // namespace gpushare::policies

@@ -1,0 +1,53 @@
+// What `tgs` knows of each production job: its progress per window, its solo rate (learnt online
+// from clean periods) and a smoothed estimate of its rate under control with the period-to-period
+// noise around it. The control law in tgs.cpp compares the two; this file only measures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "gpushare/policies/policy.h"
+
+namespace gpushare::policies::tgs {
+
+struct ProductionJob {
+  double solo_rate = 0;  // kernels/s without opportunistic work; 0 until first measured
+  std::optional<uint32_t> in_flight;  // at the end of the last window, where the shim tracks it
+  uint64_t window_progress = 0;       // kernels completed in the last window (see progress())
+  uint64_t period_progress = 0;
+  int low_clean_samples = 0;  // consecutive clean samples below solo by `drift`
+  // Smoothed progress rate (kernels/s) of the periods under control; 0 until the next sample.
+  double rate_estimate = 0;
+  // Relative variance of one period's rate around rate_estimate: the measured noise.
+  double noise_variance = 0;
+};
+
+// The `tgs` parameters of the same names (see kParameters in tgs.cpp).
+struct EstimatorSettings {
+  double tolerance = 0;
+  double smoothing = 0;
+  double noise_margin = 0;
+  double solo_smoothing = 0;
+  double drift = 0;
+  int drift_periods = 0;
+};
+
+// Production's progress in a window: the kernels it completed, which are its launches less the
+// growth of its queue where the shim publishes the in-flight count. Launches alone arrive in bursts
+// (a training step queues its kernels in a few ms, then waits for them), so per-window launch
+// counts swing by a whole step; completions follow the GPU and do not.
+uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_before);
+
+// Learns the solo rate from one period's `rate`; `clean`: no opportunistic work ran in the period.
+void update_solo(ProductionJob& job, double rate, bool clean, const EstimatorSettings& settings);
+
+// Production's rate as the law sees it: an exponential average of its periods, and the
+// period-to-period noise around it. TGS compares single samples with its bands; with the noise
+// of the H100 trace that fired a decrease or a reset (limit / 10) every few periods.
+void update_estimate(ProductionJob& job, double rate, const EstimatorSettings& settings);
+
+// Relative standard error of the rate estimate: an exponential average of independent samples
+// of variance v has variance v * a / (2 - a).
+double standard_error(const ProductionJob& job, const EstimatorSettings& settings);
+
+}  // namespace gpushare::policies::tgs
