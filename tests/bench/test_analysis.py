@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", 
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
 from gpushare_hook import Gpushare  # noqa: E402
+from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_pair import fold, reaction  # noqa: E402
 
 
@@ -57,6 +58,52 @@ class Reaction(unittest.TestCase):
     def test_no_edge_when_the_job_never_gives_way(self):
         out = reaction([9.5, 9.5, 10, 10], on_s=0.1, bin_s=0.05, iso_rate=10)  # under 10 % apart
         self.assertIsNone(out["give_way_ms"])
+
+
+class MemoryScenario(unittest.TestCase):
+    """S4's verdicts: production NT from step times, the opportunistic job's pause, and weights."""
+
+    @staticmethod
+    def run_result(step_s, steps, digest, pause_after=None, pause_s=0.0, first_step_s=None):
+        ends, t = [], 0.0
+        for i in range(steps):
+            t += first_step_s if (i == 0 and first_step_s) else step_s
+            if pause_after is not None and i == pause_after + 1:
+                t += pause_s
+            ends.append(t)
+        return {"outcome": "completed", "step_end_s": ends, "weights_sha256": digest,
+                "max_memory_reserved": 10 * 2**30, "mem_get_info_at_start": {"total": 16 * 2**30, "free": 1}}
+
+    def test_production_slower_by_a_quarter_and_a_swap_pause(self):
+        iso = {"prod": self.run_result(0.06, 20, "p"), "opp": self.run_result(0.06, 20, "o")}
+        shared = {"prod": self.run_result(0.08, 20, "p", first_step_s=0.5),
+                  "opp": self.run_result(0.06, 20, "o-changed", pause_after=5, pause_s=3.0)}
+        got = analyse(iso, shared)
+        self.assertAlmostEqual(got["prod_nt_steady"], 0.75, places=3)
+        # All steps: 20 x 0.06 = 1.2 s alone, 0.5 + 19 x 0.08 = 2.02 s shared.
+        self.assertAlmostEqual(got["prod_nt_wall"], round(1.2 / 2.02, 3))
+        self.assertTrue(got["prod_weights_equal"])
+        self.assertFalse(got["opp_weights_equal"])
+        self.assertAlmostEqual(got["opp_longest_gap_s"], 3.06, places=3)
+        self.assertEqual(got["opp_view_total_gib"], 16.0)
+        self.assertEqual(got["prod_peak_reserved_gib"], 10.0)
+
+    def test_a_job_that_ran_out_of_memory_has_no_nt_and_says_where(self):
+        iso = {"prod": self.run_result(0.06, 20, "p"), "opp": self.run_result(0.06, 20, "o")}
+        shared = {"prod": {"outcome": "oom", "failed_step": 0, "error": "CUDA out of memory"},
+                  "opp": self.run_result(0.06, 20, "o")}
+        got = analyse(iso, shared)
+        self.assertEqual(got["prod_outcome"], "oom at step 0: CUDA out of memory")
+        self.assertNotIn("prod_nt_wall", got)
+        self.assertTrue(got["opp_weights_equal"])
+
+    def test_capacity_parsing(self):
+        self.assertEqual(parse_gib("16G"), 16.0)
+        self.assertEqual(parse_gib("16GiB"), 16.0)
+        self.assertEqual(parse_gib("7.5"), 7.5)
+        for bad in ("0", "-1G", "lots"):
+            with self.assertRaises(ValueError):
+                parse_gib(bad)
 
 
 class GpushareRows(unittest.TestCase):

@@ -19,8 +19,39 @@ import time
 from harness import Placement, WorkerSpec
 
 
+def start_daemon(daemon_cmd, config, config_path, log_path, timeout_s=10):
+    """Writes `config` to config_path and starts gpushared from the command template; returns
+    (Popen, None), or (Popen or None, why) when its socket did not appear within timeout_s."""
+    sock = config["socket"]["path"]
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+    cmd = daemon_cmd.format(socket=shlex.quote(sock), policy=shlex.quote(config["policy"]["default"]),
+                            config=shlex.quote(config_path))
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, shell=True, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + timeout_s
+    while not os.path.exists(sock) and time.time() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not os.path.exists(sock):
+        return proc, f"gpushared did not create {sock} (see {os.path.basename(log_path)})"
+    return proc, None
+
+
+def stop_daemon(proc):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 class Gpushare:
-    def __init__(self, shim_path, daemon_cmd, policies, run_dir):
+    def __init__(self, shim_path, daemon_cmd, policies, run_dir, log_level="info"):
+        self.log_level = log_level
         self.shim = os.path.abspath(shim_path) if shim_path else None
         self.daemon_cmd = daemon_cmd
         self.policies = list(policies)
@@ -56,24 +87,16 @@ class Gpushare:
             # production (the harness runs as root), the policy on every device.
             name, _, params = policy.removesuffix("@mps").partition(":")
             config = {"socket": {"path": sock}, "production": [{"uid": os.getuid()}],
-                      "policy": {"default": name}, "tick_ms": 50}
+                      "policy": {"default": name}, "tick_ms": 50, "log_level": self.log_level}
             if params:
                 config["policy"]["parameters"] = {name: {k: float(v) for k, v in
                                                          (kv.split("=") for kv in params.split(","))}}
-            config_path = os.path.join(log_dir, f"gpushared-{policy.replace(':', '_').replace(',', '_')}.json")
-            with open(config_path, "w") as f:
-                json.dump(config, f)
-            cmd = self.daemon_cmd.format(socket=shlex.quote(sock), policy=shlex.quote(policy),
-                                         config=shlex.quote(config_path))
-            log = open(os.path.join(log_dir, f"gpushared-{policy}.log"), "w")
-            self.daemons[policy] = subprocess.Popen(cmd, shell=True, stdout=log, stderr=subprocess.STDOUT)
-            deadline = time.time() + 10
-            while not os.path.exists(sock) and time.time() < deadline:
-                if self.daemons[policy].poll() is not None:
-                    break
-                time.sleep(0.1)
-            if not os.path.exists(sock):
-                self.errors[policy] = f"gpushared did not create {sock} (see logs/gpushared-{policy}.log)"
+            tag = policy.replace(':', '_').replace(',', '_')
+            proc, error = start_daemon(self.daemon_cmd, config, os.path.join(log_dir, f"gpushared-{tag}.json"),
+                                       os.path.join(log_dir, f"gpushared-{policy}.log"))
+            self.daemons[policy] = proc
+            if error:
+                self.errors[policy] = error
 
     def worker_specs(self, baseline, prod, opp):
         policy = baseline.split(":", 1)[1]
@@ -95,10 +118,5 @@ class Gpushare:
 
     def stop(self):
         for proc in self.daemons.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop_daemon(proc)
         self.daemons.clear()

@@ -63,6 +63,24 @@ def markdown(result):
             ["baseline"] + [f"N={n}" for n in counts],
             [[b] + [fmt(by.get((b, n), {}).get("total_rps"), 1) for n in counts] for b in bases])
         body += "\n\n" + "\n".join(f"- {r['config']}: {_note(r)}" for r in rows if r.get("clients") is None)
+    elif s == "S4":
+        def cell(r, key, fmt_=str):
+            v = r.get(key)
+            return "–" if v is None else fmt_(v)
+
+        yes_no = lambda v: "yes" if v else "**NO**"  # noqa: E731
+        body = (f"capacity {result.get('capacity_gib')} GiB; the opportunistic job starts first and "
+                f"production joins after its step {result.get('head_start_steps')}\n\n")
+        body += _table(["configuration", "production", "opportunistic", "prod NT (all steps / steady)",
+                        "weights = isolated (prod / opp)", "opp longest pause s", "peak reserved GiB (prod / opp)",
+                        "view total GiB (prod / opp)", "note"],
+                       [[r["config"] + (f" ({r['how']})" if r.get("how") else ""), cell(r, "prod_outcome"),
+                         cell(r, "opp_outcome"), f"{cell(r, 'prod_nt_wall')} / {cell(r, 'prod_nt_steady')}",
+                         f"{cell(r, 'prod_weights_equal', yes_no)} / {cell(r, 'opp_weights_equal', yes_no)}",
+                         cell(r, "opp_longest_gap_s"),
+                         f"{cell(r, 'prod_peak_reserved_gib')} / {cell(r, 'opp_peak_reserved_gib')}",
+                         f"{cell(r, 'prod_view_total_gib')} / {cell(r, 'opp_view_total_gib')}", _note(r)]
+                        for r in rows])
     elif s == "S5":
         body = (f"production on {result.get('on_s')} s / off {result.get('off_s')} s; reaction times have "
                 f"a resolution of {result.get('bin_s', 0) * 1000:.0f} ms\n\n")
@@ -141,6 +159,24 @@ def plot(result, path):
         ax.axvline(result.get("on_s", 0), color="gray", ls="--", lw=0.8)
         ax.set_xlabel("seconds since production switched on (folded over periods)")
         ax.set_ylabel("opportunistic it/s")
+    elif s == "S4":
+        # Device-resident memory of each job over time in the gpushare row, as gpusharectl saw it.
+        samples = (result.get("timelines") or {}).get("gpushare") or []
+        if not samples:
+            plt.close(fig)
+            return "no gpushare timeline (needs --gpusharectl)"
+        for cls, style in (("production", "-"), ("opportunistic", "--")):
+            ts, ys = [], []
+            for smp in samples:
+                jobs = [j for j in smp["jobs"] if j.get("class") == cls]
+                resident = sum((j.get("bytes") or 0) - ((j.get("swappable") or 0) if j.get("state") == "swapped-out"
+                                                        else 0) for j in jobs)
+                ts.append(smp["t"])
+                ys.append(resident / 2**30)
+            ax.plot(ts, ys, style, label=f"{cls}: on the device")
+        ax.axhline(result.get("capacity_gib", 0), color="gray", lw=0.8, ls=":", label="capacity")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("GiB")
     elif s == "S6":
         bars(["overhead_pct"], ["overhead % (1 - with shim / plain)"])
         ax.axhline(0.0, color="gray", lw=0.5)

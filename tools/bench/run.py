@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import report  # noqa: E402
 import scenario_pair  # noqa: E402
+import scenario_memory  # noqa: E402
 import scenario_single  # noqa: E402
 import workloads  # noqa: E402
 from experiment import Experiment  # noqa: E402
@@ -30,7 +31,7 @@ SCENARIOS = {
     "S1": (scenario_pair.run_s1, "training + training, closed loop", 8.0),
     "S2": (scenario_pair.run_s2, "Poisson inference (production) beside training (opportunistic)", 6.0),
     "S3": (scenario_single.run_s3, "N inference clients", 5.0),
-    "S4": (scenario_single.run_s4, "memory oversubscription", 0.0),
+    "S4": (scenario_memory.run_s4, "memory oversubscription", 0.0),
     "S5": (scenario_pair.run_s5, "production on/off bursts", 10.0),
     "S6": (scenario_single.run_s6, "one job with and without the shim", 5.0),
 }
@@ -56,14 +57,27 @@ def parse_args(argv):
     ap.add_argument("--on-s", type=float, default=1.0, help="S5: production burst length")
     ap.add_argument("--off-s", type=float, default=1.0, help="S5: production pause between bursts")
     ap.add_argument("--bin-s", type=float, default=0.05, help="S5: resolution of the reaction times")
+    ap.add_argument("--capacity", default="16G", help="S4: the device capacity gpushared enforces (GiB)")
+    ap.add_argument("--steps", type=int, default=200, help="S4: training steps of each job")
+    ap.add_argument("--batch", type=int, default=96, help="S4: resnet50 batch (96 holds about 10 GiB)")
+    ap.add_argument("--head-start", type=int, default=10,
+                    help="S4: steps the opportunistic job runs before production starts")
+    ap.add_argument("--gpusharectl", help="S4: gpusharectl command, sampled for the swap timeline")
     ap.add_argument("--shim", default=".carry/libgpushare.so", help="libgpushare.so for S6 and gpushare rows")
     ap.add_argument("--gpushare-daemon", help="command template starting gpushared: {socket} {policy}")
+    ap.add_argument("--gpushare-log-level", default="info",
+                    choices=["trace", "debug", "info", "warn", "error"],
+                    help="gpushared's log level (trace: every tick's observations and gates)")
     ap.add_argument("--gpushare-policy", nargs="*", default=["tgs", "priority"], help="gpushare rows")
     ap.add_argument("--tmp", help="private folder for MPS pipes and sockets (default: a new temp dir)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     for name in filter(None, [args.prod, args.opp] + (args.workloads or [])):
         workloads.parse(name)  # fail before any process starts
+    try:
+        scenario_memory.parse_gib(args.capacity)
+    except ValueError as e:
+        ap.error(f"--capacity: {e}")
     return args
 
 

@@ -32,7 +32,8 @@ def _setup(exp, scenario):
     args = exp.args
     prod, opp = args.prod or DEFAULTS[scenario][0], args.opp or DEFAULTS[scenario][1]
     wanted = [b for b in bl.ALL if b not in (args.skip or [])]
-    gs = Gpushare(args.shim, args.gpushare_daemon, args.gpushare_policy, exp.pool.root)
+    gs = Gpushare(args.shim, args.gpushare_daemon, args.gpushare_policy, exp.pool.root,
+                  log_level=getattr(args, "gpushare_log_level", "info"))
     exp.gpushare = gs
     gs.start_daemons(exp.pool.log_dir)
     all_rows = wanted + gs.baselines()

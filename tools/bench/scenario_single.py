@@ -1,5 +1,5 @@
-"""S3 (N equal inference clients, the nos "pods" comparison), S4 and S6 (one job with and
-without the shim).
+"""S3 (N equal inference clients, the nos "pods" comparison) and S6 (one job with and without
+the shim). S4 is in scenario_memory.py.
 """
 
 import glob
@@ -65,11 +65,6 @@ def run_s3(exp):
     for base, why in S3_NOT_APPLICABLE.items():
         rows.append({"config": base, "baseline": base, "status": "not run", "reason": why})
     return {"workloads": {"client": workload}, "clients": counts, "rows": rows}
-
-
-def run_s4(exp):
-    return {"rows": [{"config": "all", "status": "not run",
-                      "reason": "not yet: memory oversubscription needs issue 6"}]}
 
 
 S6_DEFAULT = ("resnet50_train_b32", "mobilenet_v2_train_b64", "transformer_train_b32",
