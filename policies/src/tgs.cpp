@@ -177,6 +177,7 @@ class TgsPolicy final : public Policy {
       opportunistic_peak_ = std::max(rate / window_s_, opportunistic_peak_ * (1 - kPeakDecay));
     }
     production_idle_ = true;
+    previous_window_quiet_ = false;  // opportunistic work runs unlimited
     probe_ = Probe::off;  // an idle production job has nothing to measure
     for (auto& [id, job] : production_) job.rate_estimate = 0;  // its load may differ when back
     reset_period();
@@ -186,6 +187,7 @@ class TgsPolicy final : public Policy {
     if (probe_ == Probe::settling) {
       // Opportunistic kernels queued before the pause ran in this window; measure from the next.
       probe_ = Probe::measuring;
+      previous_window_quiet_ = true;  // the probe held every opportunistic launch
       reset_period();
       return;
     }
@@ -197,11 +199,21 @@ class TgsPolicy final : public Policy {
       } else {
         opportunistic_launches += job.launches;
         opportunistic_queued = opportunistic_queued || job.in_flight.value_or(0) > 0;
+        opportunistic_queued_known_ = job.in_flight.has_value();
         period_blocked_ = period_blocked_ || job.gate_waits > 0;
       }
     }
-    period_clean_ = period_clean_ && (opportunistic_paused_ ||
-                                      (opportunistic_launches == 0 && !opportunistic_queued));
+    // Clean: no opportunistic kernel can have run. Without an in-flight count, work launched in
+    // the window before may still be queued on the GPU, so that window must have been quiet too
+    // (held by the gate, or no launches). On the H100 a period merely gated to zero right after
+    // a busy one measured production at half its solo rate, and three of those replaced the solo
+    // rate with the contended one.
+    const bool quiet =
+        opportunistic_paused_ || (opportunistic_launches == 0 && !opportunistic_queued);
+    const bool known_drained =
+        opportunistic_queued_known_ ? !opportunistic_queued : previous_window_quiet_;
+    period_clean_ = period_clean_ && quiet && known_drained;
+    previous_window_quiet_ = quiet;
     period_opportunistic_launches_ += opportunistic_launches;
     period_ns_ += device.window_ns;
     if (period_ns_ >= control_period_ns_) end_period();
@@ -218,8 +230,9 @@ class TgsPolicy final : public Policy {
     for (auto& [id, job] : production_) {
       if (job.period_progress == 0) continue;  // idle all period: says nothing
       const double rate = static_cast<double>(job.period_progress) / period_s;
-      tgs::update_solo(job, rate, period_clean_, estimator_);
-      solo_missing = solo_missing || job.solo_rate == 0;
+      tgs::update_solo(job, rate, period_clean_, probed, estimator_);
+      // A solo rate that no probe has confirmed yet came from a start-up period: probe now.
+      solo_missing = solo_missing || job.solo_rate == 0 || !job.solo_probed;
       if (probed) continue;
       tgs::update_estimate(job, rate, estimator_);
       if (job.solo_rate > 0 && job.rate_estimate / job.solo_rate < slowest) {
@@ -392,6 +405,10 @@ class TgsPolicy final : public Policy {
 
   // What the last gates did, which the next window's counts reflect.
   bool opportunistic_paused_ = false;
+  // Whether the last measured window had no opportunistic work launched or released, and whether
+  // the shims publish in-flight counts (then a drained queue is known, not assumed).
+  bool previous_window_quiet_ = false;
+  bool opportunistic_queued_known_ = false;
   bool opportunistic_unlimited_ = false;
 
   // The measurement period in progress.

@@ -1,5 +1,6 @@
 #include "tgs_estimator.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpushare::policies::tgs {
@@ -8,6 +9,12 @@ namespace {
 // Weight of a new period in the estimate of production's period-to-period noise (variance): it
 // needs more samples than the rate itself.
 constexpr double kNoiseSmoothing = 0.1;
+// The largest relative deviation of one period that the noise estimate takes in. A start-up
+// period (production ramping up: 716 kernels/s, then 16,363) or a reset is not noise: on the
+// H100 (2026-11-23, S1 under tgs) one such step made the variance 50, the margin 1.5 x 2.9, and
+// for seconds no shortfall could exceed it, so slow start grew the limit without bound and
+// production fell to 0.58 of solo. Clipped, one outlier adds at most 0.1 x 0.25^2 to the variance.
+constexpr double kMaxNoiseDeviation = 0.25;
 
 }  // namespace
 
@@ -26,11 +33,20 @@ uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_b
 // training, data/h100-s1-tgs-mps-ticks.txt) one period's rate varies by 8 % with no contention at
 // all, and replacing the estimate with every sample 3 % above it ratcheted it up to the noise's
 // peaks, so that production looked 10-20 % short of target all the time.
-void update_solo(ProductionJob& job, double rate, bool clean, const EstimatorSettings& settings) {
+//
+// A probe's sample is trusted more: above the estimate by more than `tolerance` it replaces it
+// (the estimate came from a start-up period or from a heavier phase), and the first probe of a
+// job replaces whatever a start-up period left (on the H100 the first clean period was production
+// ramping up, at 2 % of its real solo rate).
+void update_solo(ProductionJob& job, double rate, bool clean, bool probed,
+                 const EstimatorSettings& settings) {
   const double noise = settings.noise_margin * std::sqrt(job.noise_variance);
   const bool faster =
       rate > job.solo_rate * (1 + (clean ? settings.drift : settings.tolerance) + noise);
-  if (job.solo_rate == 0 ? clean : faster) {
+  const bool trusted_replacement =
+      probed && (!job.solo_probed || rate > job.solo_rate * (1 + settings.tolerance));
+  if (probed) job.solo_probed = true;
+  if (trusted_replacement || (job.solo_rate == 0 ? clean : faster)) {
     job.solo_rate = rate;
     job.low_clean_samples = 0;
   } else if (!clean) {
@@ -51,7 +67,8 @@ void update_estimate(ProductionJob& job, double rate, const EstimatorSettings& s
     job.rate_estimate = rate;
     return;
   }
-  const double deviation = (rate - job.rate_estimate) / job.rate_estimate;
+  const double deviation =
+      std::clamp((rate - job.rate_estimate) / job.rate_estimate, -kMaxNoiseDeviation, kMaxNoiseDeviation);
   job.noise_variance += kNoiseSmoothing * (deviation * deviation - job.noise_variance);
   job.rate_estimate += settings.smoothing * (rate - job.rate_estimate);
 }

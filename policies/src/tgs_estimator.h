@@ -16,6 +16,9 @@ struct ProductionJob {
   uint64_t window_progress = 0;       // kernels completed in the last window (see progress())
   uint64_t period_progress = 0;
   int low_clean_samples = 0;  // consecutive clean samples below solo by `drift`
+  // The solo rate came from a probe (opportunistic work paused while production was busy), not
+  // from a start-up period that happened to be clean: only a probe's sample is trusted.
+  bool solo_probed = false;
   // Smoothed progress rate (kernels/s) of the periods under control; 0 until the next sample.
   double rate_estimate = 0;
   // Relative variance of one period's rate around rate_estimate: the measured noise.
@@ -38,8 +41,10 @@ struct EstimatorSettings {
 // counts swing by a whole step; completions follow the GPU and do not.
 uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_before);
 
-// Learns the solo rate from one period's `rate`; `clean`: no opportunistic work ran in the period.
-void update_solo(ProductionJob& job, double rate, bool clean, const EstimatorSettings& settings);
+// Learns the solo rate from one period's `rate`; `clean`: no opportunistic work ran in the period;
+// `probed`: the period was a probe (the policy paused opportunistic work to measure).
+void update_solo(ProductionJob& job, double rate, bool clean, bool probed,
+                 const EstimatorSettings& settings);
 
 // Production's rate as the law sees it: an exponential average of its periods, and the
 // period-to-period noise around it. TGS compares single samples with its bands; with the noise

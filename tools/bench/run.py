@@ -59,6 +59,7 @@ def parse_args(argv):
     ap.add_argument("--bin-s", type=float, default=0.05, help="S5: resolution of the reaction times")
     ap.add_argument("--capacity", default="16G", help="S4: the device capacity gpushared enforces (GiB)")
     ap.add_argument("--steps", type=int, default=200, help="S4: training steps of each job")
+    ap.add_argument("--opp-steps", type=int, help="S4: steps of the opportunistic job (default 3 x --steps)")
     ap.add_argument("--batch", type=int, default=96, help="S4: resnet50 batch (96 holds about 10 GiB)")
     ap.add_argument("--head-start", type=int, default=10,
                     help="S4: steps the opportunistic job runs before production starts")

@@ -43,11 +43,11 @@ def parse_gib(text):
 class TrainJob:
     """One train_steps.py process; remembers when each of its output lines arrived."""
 
-    def __init__(self, label, args, env, log_dir, seed, cap_gib=None):
+    def __init__(self, label, args, env, log_dir, seed, cap_gib=None, steps=None):
         self.label = label
         self.out = os.path.join(log_dir, f"s4-{label}.json")
         cmd = [sys.executable, os.path.join(HERE, "train_steps.py"), "--seed", str(seed),
-               "--steps", str(args.steps), "--batch", str(args.batch), "--out", self.out]
+               "--steps", str(steps or args.steps), "--batch", str(args.batch), "--out", self.out]
         if cap_gib:
             cmd += ["--memory-cap-gib", str(cap_gib)]
         self.steps_seen = -1
@@ -162,12 +162,15 @@ def run_s4(exp):
     log_dir = pool.log_dir
     base_env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_MPS_PIPE_DIRECTORY=pool.no_mps_dir)
     base_env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # expandable segments are VMM: not swappable
-    timeout = max(60.0, args.steps * 1.5)
+    # The opportunistic job must still be training when production arrives and while it runs, so
+    # that it is paused, swapped out and back, and resumes: it runs longer than production.
+    opp_steps = args.opp_steps or 3 * args.steps
+    timeout = max(60.0, (args.steps + opp_steps) * 0.5)
     rows, iso, timelines = [], {}, {}
 
     def pair(label, env_prod, env_opp, cap_gib=None, poller=None):
         """Opportunistic first; production once the opportunistic job holds its working set."""
-        opp = TrainJob(f"{label}-opp", args, env_opp, log_dir, OPP_SEED, cap_gib)
+        opp = TrainJob(f"{label}-opp", args, env_opp, log_dir, OPP_SEED, cap_gib, opp_steps)
         opp.wait_for_step(args.head_start, timeout)
         prod = TrainJob(f"{label}-prod", args, env_prod, log_dir, PROD_SEED, cap_gib)
         got = {"prod": prod.finish(timeout)}
@@ -184,8 +187,8 @@ def run_s4(exp):
         print(f"  [S4] {label}: prod {r['prod_outcome']}; opp {r['opp_outcome']}", flush=True)
 
     # Isolated, one after the other: the reference rates and weights.
-    for cls, seed in (("prod", PROD_SEED), ("opp", OPP_SEED)):
-        iso[cls] = TrainJob(f"isolated-{cls}", args, base_env, log_dir, seed).finish(timeout)
+    for cls, seed, steps in (("prod", PROD_SEED, args.steps), ("opp", OPP_SEED, opp_steps)):
+        iso[cls] = TrainJob(f"isolated-{cls}", args, base_env, log_dir, seed, steps=steps).finish(timeout)
         rows.append({"config": f"isolated-{cls}", "status": "ok" if iso[cls].get("outcome") == "completed" else "failed",
                      f"{cls}_outcome": outcome_text(iso[cls]),
                      f"{cls}_peak_reserved_gib": gib(iso[cls].get("max_memory_reserved"))})
@@ -242,6 +245,6 @@ def run_s4(exp):
                                      for s in timelines[label] for j in s["jobs"] if j.get("class") == "opportunistic"),
                                     default=(0, 0))
     return {"workloads": {"production": f"resnet50 b{args.batch} x {args.steps} steps (seed {PROD_SEED})",
-                          "opportunistic": f"resnet50 b{args.batch} x {args.steps} steps (seed {OPP_SEED})"},
+                          "opportunistic": f"resnet50 b{args.batch} x {opp_steps} steps (seed {OPP_SEED})"},
             "capacity_gib": capacity, "head_start_steps": args.head_start, "rows": rows,
             "timelines": timelines, "isolated": {c: {k: v for k, v in r.items()} for c, r in iso.items()}}
