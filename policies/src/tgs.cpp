@@ -50,11 +50,8 @@ const ParameterSpec kParameters[] = {
     {"probe_interval_ms", 5000, 0, 600'000,
      "longest busy production time without a clean sample before opportunistic work is paused for "
      "one window plus one period to re-measure solo rates; 0 never probes"},
-    {"solo_smoothing", 0.3, 0.01, 1.0,
-     "weight of a new clean sample in the solo rate estimate (1 keeps only the latest)"},
-    {"drift", 0.12, 0.02, 0.9,
-     "clean samples this far below the solo estimate, drift_periods in a row, replace it"},
-    {"drift_periods", 3, 1, 100, "see drift", true},
+    {"solo_samples", 5, 1, 32,
+     "recent clean (or faster) periods whose median is each production job's solo rate", true},
     {"idle_windows", 4, 1, 100,
      "windows with every production job idle before opportunistic work runs unlimited", true},
     {"in_flight", 0, 0, 1024, "kernels each opportunistic job may have in flight; 0 is no bound",
@@ -108,9 +105,7 @@ class TgsPolicy final : public Policy {
         estimator_{.tolerance = tolerance_,
                    .smoothing = p.at("smoothing"),
                    .noise_margin = noise_margin_,
-                   .solo_smoothing = p.at("solo_smoothing"),
-                   .drift = p.at("drift"),
-                   .drift_periods = static_cast<int>(p.at("drift_periods"))} {}
+                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))} {}
 
   std::string_view name() const override { return "tgs"; }
 

@@ -1,6 +1,7 @@
 #include "tgs_estimator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace gpushare::policies::tgs {
@@ -24,42 +25,32 @@ uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_b
   return completed > 0 ? static_cast<uint64_t>(completed) : 0;
 }
 
-// Contention only slows production down, so a sample above the estimate by more than noise
-// (`tolerance`) means the estimate is stale, clean or not. Clean samples within `drift` of the
-// estimate are averaged in: a running maximum would be biased upwards by noise, and a solo rate
-// too high starves the opportunistic jobs. Clean samples far below it, `drift_periods` in a row,
-// replace it: the job's work got heavier (TGS re-profiles after 20 samples 12 % off).
-// Both thresholds widen by noise_margin sampling errors of one period: on the H100 (resnet50
-// training, data/h100-s1-tgs-mps-ticks.txt) one period's rate varies by 8 % with no contention at
-// all, and replacing the estimate with every sample 3 % above it ratcheted it up to the noise's
-// peaks, so that production looked 10-20 % short of target all the time.
-//
-// A probe's sample is trusted more: above the estimate by more than `tolerance` it replaces it
-// (the estimate came from a start-up period or from a heavier phase), and the first probe of a
-// job replaces whatever a start-up period left (on the H100 the first clean period was production
-// ramping up, at 2 % of its real solo rate).
+// The solo rate is the median of the last `solo_samples` samples that can show it: clean periods
+// (no opportunistic work ran; a probe is one) and periods faster than the estimate by more than
+// `tolerance` plus the noise (contention only slows production, so such a sample means the
+// estimate is stale). A median, because every single sample lied on the H100 (2026-11-23):
+// - a start-up period that happened to be clean: production ramping up, at 2 % of its solo rate;
+// - one transient period 18 % above the steady rate (resnet50 b8, S1b under MPS), which replaced
+//   the estimate and made production look 0.85 of solo with the opportunistic job at ~0: the law
+//   then held it at its floor for the whole run;
+// - averaging a clean sample into the estimate (weight 0.3) took three probes, 15 s, to undo that.
+// A running maximum is biased upwards by noise (see docs/policies.md). The median follows a lasting
+// change (the job's work got heavier or lighter) once half the recent samples show it, which TGS
+// does by re-profiling after 20 samples 12 % off.
 void update_solo(ProductionJob& job, double rate, bool clean, bool probed,
                  const EstimatorSettings& settings) {
   const double noise = settings.noise_margin * std::sqrt(job.noise_variance);
-  const bool faster =
-      rate > job.solo_rate * (1 + (clean ? settings.drift : settings.tolerance) + noise);
-  const bool trusted_replacement =
-      probed && (!job.solo_probed || rate > job.solo_rate * (1 + settings.tolerance));
+  const bool faster = job.solo_rate > 0 && rate > job.solo_rate * (1 + settings.tolerance + noise);
   if (probed) job.solo_probed = true;
-  if (trusted_replacement || (job.solo_rate == 0 ? clean : faster)) {
-    job.solo_rate = rate;
-    job.low_clean_samples = 0;
-  } else if (!clean) {
-    return;
-  } else if (rate < job.solo_rate * (1 - settings.drift - noise)) {
-    if (++job.low_clean_samples >= settings.drift_periods) {
-      job.solo_rate = rate;
-      job.low_clean_samples = 0;
-    }
-  } else {
-    job.low_clean_samples = 0;
-    job.solo_rate += settings.solo_smoothing * (rate - job.solo_rate);
-  }
+  if (!clean && !faster) return;
+  const size_t capacity = std::clamp<size_t>(settings.solo_samples, 1, job.solo_history.size());
+  job.solo_history[job.solo_next % capacity] = rate;
+  ++job.solo_next;
+  const size_t count = std::min(job.solo_next, capacity);
+  std::array<double, kMaxSoloSamples> sorted{};
+  std::copy_n(job.solo_history.begin(), count, sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(count));
+  job.solo_rate = count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
 }
 
 void update_estimate(ProductionJob& job, double rate, const EstimatorSettings& settings) {

@@ -3,6 +3,8 @@
 // noise around it. The control law in tgs.cpp compares the two; this file only measures.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -10,12 +12,16 @@
 
 namespace gpushare::policies::tgs {
 
+inline constexpr size_t kMaxSoloSamples = 32;
+
 struct ProductionJob {
   double solo_rate = 0;  // kernels/s without opportunistic work; 0 until first measured
   std::optional<uint32_t> in_flight;  // at the end of the last window, where the shim tracks it
   uint64_t window_progress = 0;       // kernels completed in the last window (see progress())
   uint64_t period_progress = 0;
-  int low_clean_samples = 0;  // consecutive clean samples below solo by `drift`
+  // The recent samples the solo rate is the median of (see update_solo), a ring.
+  std::array<double, kMaxSoloSamples> solo_history{};
+  size_t solo_next = 0;  // samples taken so far; the next goes to solo_next % solo_samples
   // The solo rate came from a probe (opportunistic work paused while production was busy), not
   // from a start-up period that happened to be clean: only a probe's sample is trusted.
   bool solo_probed = false;
@@ -30,9 +36,7 @@ struct EstimatorSettings {
   double tolerance = 0;
   double smoothing = 0;
   double noise_margin = 0;
-  double solo_smoothing = 0;
-  double drift = 0;
-  int drift_periods = 0;
+  size_t solo_samples = 0;
 };
 
 // Production's progress in a window: the kernels it completed, which are its launches less the

@@ -226,13 +226,6 @@ TEST(Tgs, FollowsADropInProductionsSoloRate) {
   EXPECT_GE(mean(production_share), kTarget * (1 - kBand));
   EXPECT_GT(mean(opportunistic_share), 0.6 * (1 - kTarget));
 
-  // The same drop without re-profiling: the opportunistic job starves.
-  SharedGpuModel stale({production(1), opportunistic(2)});
-  auto never_reprofiles = tgs({{"drift_periods", 100}});
-  run(stale, *never_reprofiles, 10 * kTicksPerSecond, 1);
-  stale.job(1).ns_per_launch = 150'000;
-  run(stale, *never_reprofiles, 5 * kTicksPerSecond, 1);
-  EXPECT_LT(mean(run(stale, *never_reprofiles, 10 * kTicksPerSecond, 2)), 0.01);
 }
 
 TEST(Tgs, ProductionJobsOnlyAreNeverGated) {
