@@ -73,7 +73,8 @@ def pooled(first_path, second_path):
     runs = [run1, run2]
     iso = {}
     for role in ("prod", "opp"):
-        vals = [its[role] for run in runs for (cfg, _), its in run.items() if cfg == f"isolated-{role}"]
+        vals = [its[role] for run in runs for (cfg, _), its in run.items()
+                if cfg.split("#")[0] == f"isolated-{role}"]
         iso[role] = statistics.median(vals)
     # One iteration per window, in NT units: the finest difference a window can show.
     quantum = {role: 1.0 / min(w1, w2) / iso[role] for role in iso}

@@ -47,6 +47,8 @@ def parse_args(argv):
                     help="per scenario: windows that would end later are skipped and say so")
     ap.add_argument("--warmup", type=int, default=10, help="iterations each job runs when its process starts")
     ap.add_argument("--window-warmup", type=int, default=3, help="iterations before each window's barrier")
+    ap.add_argument("--isolated-windows", type=int, default=2,
+                    help="S1: windows of each isolated job per repetition (NT's denominator is their median)")
     ap.add_argument("--prod", help="production workload (S1/S2/S5) or client workload (S3)")
     ap.add_argument("--opp", help="opportunistic workload (S1/S2/S5)")
     ap.add_argument("--skip", nargs="*", default=[], help="baselines to leave out (their rows say so)")
