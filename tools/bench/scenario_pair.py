@@ -88,10 +88,9 @@ def run_s1(exp):
             continue
         prod_its = [thr[(b, r)]["prod"] for r in range(args.reps) if (b, r) in thr]
         opp_its = [thr[(b, r)]["opp"] for r in range(args.reps) if (b, r) in thr]
-        total = [p / iso["prod"]["median"] + o / iso["opp"]["median"] for p, o in zip(prod_its, opp_its)]
+        prod_nt, opp_nt = _nt_spread(prod_its, iso["prod"]), _nt_spread(opp_its, iso["opp"])
         rows.append(_row(exp, b, {"prod_its": spread(prod_its), "opp_its": spread(opp_its),
-                                  "prod_nt": _nt_spread(prod_its, iso["prod"]),
-                                  "opp_nt": _nt_spread(opp_its, iso["opp"]), "total_nt": spread(total)}))
+                                  "prod_nt": prod_nt, "opp_nt": opp_nt, "total_nt": _total_spread(prod_nt, opp_nt)}))
     return {"workloads": {"production": prod, "opportunistic": opp}, "isolated_windows": k_iso, "rows": rows}
 
 
@@ -252,6 +251,13 @@ def reaction(profile, on_s, bin_s, iso_rate):
     out["give_way_ms"] = next(((i + 1) * bin_s * 1000 for i, v in enumerate(on_part) if v <= mid), None)
     out["take_back_ms"] = next(((i + 1) * bin_s * 1000 for i, v in enumerate(off_part) if v >= mid), None)
     return out
+
+
+def _total_spread(prod_nt, opp_nt):
+    """Total NT: the sum of the two, with the two ranges added (each carries its denominator's)."""
+    if not prod_nt or not opp_nt:
+        return None
+    return {k: prod_nt[k] + opp_nt[k] for k in ("median", "min", "max")} | {"n": min(prod_nt["n"], opp_nt["n"])}
 
 
 def _row(exp, config, metrics):
