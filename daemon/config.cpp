@@ -11,6 +11,7 @@
 
 #include "gpushare/policies/policy.h"
 #include "gpushare/protocol/wire.h"
+#include "scheduler.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -195,6 +196,10 @@ void parse_policy_parameters(Checker& c, const json& all, Config& config) {
     policies::MakePolicyResult made = policies::make_policy(name, parameters);
     if (!made.policy) {
       c.fail(path, made.error);
+      continue;
+    }
+    if (std::string why = unenforceable(name, parameters); !why.empty()) {
+      c.fail(path, why);
       continue;
     }
     config.policy_parameters[name] = parameters;

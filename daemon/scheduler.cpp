@@ -7,6 +7,15 @@
 
 namespace gpushare::daemon {
 
+std::string unenforceable(const std::string& name, const policies::Parameters& parameters) {
+  auto gating = parameters.find("kernel_gating");
+  if (name == "priority" && gating != parameters.end() && gating->second != 0)
+    return "kernel_gating=1 needs kernel-level idle gating in the shim, which this build does not "
+           "have (gpushare-sim models it); with it opportunistic jobs would never be paused. Leave "
+           "kernel_gating at 0";
+  return "";
+}
+
 int Scheduler::device_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
   return devices.empty() ? 0 : devices.front();

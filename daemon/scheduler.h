@@ -19,6 +19,11 @@ struct PolicyChoice {
   policies::Parameters parameters;
 };
 
+// Why the daemon cannot carry out `name` with `parameters`, or "" when it can. The policies also
+// serve the simulator, which models gates the shim does not enforce yet; the daemon refuses a
+// choice that depends on one instead of running it with protection silently missing.
+std::string unenforceable(const std::string& name, const policies::Parameters& parameters);
+
 class Scheduler {
  public:
   // Samples every job's counters, decides per device, writes gates that changed. `choice_for`
