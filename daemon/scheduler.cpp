@@ -65,6 +65,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                       : policies::JobClass::opportunistic;
     o.launches = seen.first || launches < seen.launches ? 0 : launches - seen.launches;
     o.gate_waits = seen.first || waits < seen.gate_waits ? 0 : waits - seen.gate_waits;
+    o.in_flight = job.block.in_flight();
     seen.launches = launches;
     seen.gate_waits = waits;
     seen.first = false;
@@ -101,6 +102,13 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       if (job == by_id.end()) continue;
       Seen& seen = seen_[gate.job_id];
       policies::ControlValues v = policies::control_values(gate, seen.launches);
+      // Production jobs never get a bound: their launches must not wait on their own queue.
+      const uint32_t bound =
+          job->second->granted == protocol::JobClass::production ? 0 : gate.max_in_flight;
+      if (bound != seen.max_in_flight) {
+        job->second->block.set_max_in_flight(bound);
+        seen.max_in_flight = bound;
+      }
       if (v.allowance == seen.allowance && v.paused == seen.paused) continue;
       job->second->block.set_gate(v.allowance, v.paused);
       seen.allowance = v.allowance;

@@ -44,6 +44,7 @@ class Scheduler {
     uint64_t gate_waits = 0;
     uint64_t allowance = protocol::kUnlimited;
     bool paused = false;
+    uint32_t max_in_flight = 0;
     bool first = true;
   };
   DevicePolicy* policy_for(int device, const PolicyChoice& choice);

@@ -1,5 +1,7 @@
 #include "shared_control_block.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -72,6 +74,16 @@ void SharedControlBlock::close_memfd() {
 
 uint64_t SharedControlBlock::launches() const {
   return block_ ? block_->launches.load(std::memory_order_relaxed) : 0;
+}
+
+void SharedControlBlock::set_max_in_flight(uint32_t bound) {
+  if (block_) block_->max_in_flight.store(bound, std::memory_order_relaxed);
+}
+
+std::optional<uint32_t> SharedControlBlock::in_flight() const {
+  if (!block_ || block_->in_flight_tracked.load(std::memory_order_relaxed) != 1) return std::nullopt;
+  constexpr uint32_t kMostInFlight = 1u << 20;  // more than any real queue; a scribble is clamped
+  return std::min(block_->in_flight.load(std::memory_order_relaxed), kMostInFlight);
 }
 
 uint64_t SharedControlBlock::gate_waits() const {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "gpushare/protocol/control_block.h"
@@ -37,6 +38,11 @@ class SharedControlBlock {
   // Writes the gate fields, then bumps gate_seq and wakes every launch sleeping on it.
   void set_job_class(protocol::JobClass c);
   void set_gate(uint64_t allowance, bool paused);
+  // The in-flight bound (0: none); read by the shim at its next launch, no wake-up needed.
+  void set_max_in_flight(uint32_t bound);
+  // The shim's count of its launches not known complete, when it tracks them; clamped (the value
+  // comes from the client).
+  std::optional<uint32_t> in_flight() const;
   // The mapped page, for the memory broker's fields (daemon/memory_swap.cpp); null when empty.
   protocol::ControlBlock* page() const { return block_; }
 

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstring>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
 
 #include "accounting.h"
 #include "gate.h"
 #include "hooks.h"
+#include "in_flight.h"
 #include "lifecycle.h"
 #include "memory_admission.h"
 #include "memory_swap.h"
@@ -17,12 +21,32 @@ namespace gpushare::shim {
 // Returned when the real library cannot be found: the symbol exists only because we export it.
 inline constexpr CUresult kNoDriver = CUDA_ERROR_STUB_LIBRARY;
 
+// The stream a launch goes to: cuLaunchKernel and cuLaunchCooperativeKernel take it ninth,
+// cuLaunchKernelEx in its config.
+template <class First, class... Rest>
+inline CUstream launch_stream(First first, Rest... rest) {
+  if constexpr (std::is_same_v<First, const CUlaunchConfig*>) {
+    return first ? first->hStream : nullptr;
+  } else {
+    return std::get<7>(std::tuple<Rest...>(rest...));
+  }
+}
+
+template <Hook H>
+inline constexpr bool kPerThreadStream = std::string_view(info(H).name).ends_with("_ptsz");
+
 template <Hook H, class... A>
 inline CUresult launch(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   pass_gate(1);
+  const uint32_t bound = in_flight_bound();
+  if (bound) [[unlikely]]
+    in_flight_before_launch(bound, launch_stream(args...), kPerThreadStream<H>);
   CUresult result = fn(args...);
+  if (bound) [[unlikely]]
+    in_flight_after_launch(bound, launch_stream(args...), kPerThreadStream<H>,
+                           result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }
@@ -45,7 +69,11 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
   pass_gate(1);
   control_block()->graph_launches.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t bound = in_flight_bound();
+  if (bound) [[unlikely]] in_flight_before_launch(bound, stream, kPerThreadStream<H>);
   CUresult result = fn(graph, stream);
+  if (bound) [[unlikely]]
+    in_flight_after_launch(bound, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }

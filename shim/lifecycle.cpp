@@ -10,6 +10,7 @@
 #include "daemon_link.h"
 #include "dlsym.h"
 #include "families.h"
+#include "in_flight.h"
 #include "log.h"
 #include "settings.h"
 
@@ -25,6 +26,7 @@ void after_fork_in_child() {
   g_registered.store(false);
   reset_accounting_after_fork();
   daemon_link_after_fork_child();
+  in_flight_reset_after_fork();
 }
 
 __attribute__((constructor)) void on_load() {

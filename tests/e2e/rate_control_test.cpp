@@ -18,6 +18,7 @@ struct Workload {
   unsigned gap_us = 0;
   double settle_s = 0;
   double seconds = 3;
+  unsigned event_delay_us = 0;  // the fake driver's events complete this late (a modelled queue)
 };
 
 // Starts client_workload under the shim; `socket` empty means no daemon (pass-through).
@@ -38,6 +39,7 @@ ChildProcess start_workload(const TempDir& dir, const std::string& device_file,
       {"GPUSHARE_PRIORITY", priority},
       {"GPUSHARE_QUIET", "1"},
       {"PATH", "/usr/bin:/bin"}};
+  if (w.event_delay_us > 0) env["GPUSHARE_FAKE_EVENT_DELAY_US"] = std::to_string(w.event_delay_us);
   return ChildProcess::start(argv, env, dir / (job + ".err"));
 }
 
@@ -126,4 +128,33 @@ TEST(RateControl, OpportunisticJobUsesProductionsIdleGaps) {
               opportunistic_nt);
   EXPECT_GT(opportunistic_nt, 0.2);
   EXPECT_GE(production_nt, 0.9);
+}
+
+// The in-flight bound (issue 5): `priority` gives an opportunistic job `in_flight` 4; its shim
+// records an event every 2 launches and waits when 4 are unfinished. The fake driver's events
+// complete 20 ms after they are recorded (a modelled queue), so the job can launch at most about
+// 4 per 20 ms; a production job under the same daemon is never bounded.
+TEST(RateControl, InFlightBoundHoldsAnOpportunisticQueueButNeverProduction) {
+  TempDir dir;
+  std::string device = dir / "device";
+  constexpr unsigned kDelayUs = 20'000;
+  constexpr double kBound = 4;
+  const double most = kBound / (kDelayUs / 1e6);  // 200 launches/s
+  Workload w{.kernel_us = 0, .gap_us = 0, .settle_s = 0.5, .seconds = 2, .event_delay_us = kDelayUs};
+  const double unbounded = alone(dir, device, "opp-alone", w);
+
+  nlohmann::json config = config_with_policy("priority");
+  config["policy"]["parameters"] = {{"priority", {{"in_flight", kBound}}}};
+  Daemon daemon(dir, config);
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ChildProcess o = start_workload(dir, device, daemon.socket, "opp", "opportunistic", w);
+  const double bounded = rate_of(o, dir, "opp");
+  ChildProcess p = start_workload(dir, device, daemon.socket, "prod", "production", w);
+  const double production = rate_of(p, dir, "prod");
+  std::printf("unbounded %.0f/s, bounded %.0f/s (at most ~%.0f), production %.0f/s\n", unbounded,
+              bounded, most, production);
+  EXPECT_GT(unbounded, 10 * most);
+  EXPECT_LE(bounded, 1.5 * most);
+  EXPECT_GE(bounded, 0.1 * most);  // held, not stopped
+  EXPECT_GT(production, 10 * most);
 }

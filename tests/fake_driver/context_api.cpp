@@ -1,8 +1,12 @@
 // Fake driver: initialisation, devices, contexts, streams, events and error strings.
-// Launches are synchronous in the fake, so every stream and event is always complete.
+// Launches are synchronous in the fake, so every stream is always complete, and so is every event
+// unless GPUSHARE_FAKE_EVENT_DELAY_US delays it (see record_event).
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "driver_objects.h"
 #include "simulated_device.h"
@@ -23,6 +27,16 @@ CUresult sync_stream(CUstream stream) {
   return stream_device(stream, &device);
 }
 
+// GPUSHARE_FAKE_EVENT_DELAY_US: an event completes this long after it is recorded, as if the
+// kernels before it were still queued (tests of the shim's in-flight bound).
+uint64_t event_delay_ns() {
+  static const uint64_t delay = [] {
+    const char* v = getenv("GPUSHARE_FAKE_EVENT_DELAY_US");
+    return v ? strtoull(v, nullptr, 10) * 1000 : 0;
+  }();
+  return delay;
+}
+
 CUresult record_event(CUevent event, CUstream stream) {
   REQUIRE_INIT();
   Event* e = as<Event>(event);
@@ -30,6 +44,7 @@ CUresult record_event(CUevent event, CUstream stream) {
   int device = 0;
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
   e->recorded_ns = now_ns();
+  e->complete_ns = e->recorded_ns + event_delay_ns();
   return CUDA_SUCCESS;
 }
 
@@ -255,11 +270,18 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
 
 CUresult cuEventQuery(CUevent event) {
   REQUIRE_INIT();
-  return as<Event>(event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  Event* e = as<Event>(event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return now_ns() >= e->complete_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent event) {
-  return cuEventQuery(event);
+  REQUIRE_INIT();
+  Event* e = as<Event>(event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  for (uint64_t now = now_ns(); now < e->complete_ns; now = now_ns())
+    std::this_thread::sleep_for(std::chrono::nanoseconds(e->complete_ns - now));
+  return CUDA_SUCCESS;
 }
 
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {

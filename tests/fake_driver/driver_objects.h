@@ -49,6 +49,9 @@ struct Stream : Tagged<Tag::stream> {
 
 struct Event : Tagged<Tag::event> {
   uint64_t recorded_ns = 0;  // 0: never recorded
+  // When the work before it counts as done. Kernels run synchronously in the fake, so this is the
+  // recording time, unless GPUSHARE_FAKE_EVENT_DELAY_US models a queue that drains later.
+  uint64_t complete_ns = 0;
 };
 
 // A kernel: `spin_<microseconds>` holds the engine that long, any other name takes no time.

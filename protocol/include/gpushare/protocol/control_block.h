@@ -75,6 +75,15 @@ struct alignas(64) ControlBlock {
   // Daemon -> shim: 1 when this job's device allocations are to be made swappable (managed)
   // memory: an opportunistic job on a daemon whose config sets memory.oversubscribe.
   std::atomic<uint32_t> swappable_memory;
+
+  // In-flight bound (docs/protocol.md). Added at the end: the offsets above are unchanged.
+  // Daemon -> shim: launches of this job that may be on the GPU, not known complete, before its
+  // next launch waits for the oldest to finish; 0 is no bound (production jobs never get one).
+  alignas(64) std::atomic<uint32_t> max_in_flight;
+  // Shim -> daemon, while the shim tracks completions (in_flight_tracked = 1): its launches not
+  // yet known complete, as of its last launch.
+  std::atomic<uint32_t> in_flight;
+  std::atomic<uint32_t> in_flight_tracked;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");

@@ -1,0 +1,228 @@
+#include "in_flight.h"
+
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "dlsym.h"
+#include "hooks.h"
+#include "log.h"
+
+namespace gpushare::shim {
+namespace {
+
+// Driver entry points the tracker calls (not hooked): resolved once with the real dlsym.
+struct EventDriver {
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*create)(CUevent*, unsigned int) = nullptr;
+  CUresult (*record)(CUevent, CUstream) = nullptr;
+  CUresult (*record_ptsz)(CUevent, CUstream) = nullptr;
+  CUresult (*query)(CUevent) = nullptr;
+  CUresult (*synchronize)(CUevent) = nullptr;
+  CUresult (*destroy)(CUevent) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*is_capturing_ptsz)(CUstream, CUstreamCaptureStatus*) = nullptr;
+};
+
+template <class Fn>
+void find(void* library, const char* name, Fn* out) {
+  *out = library ? reinterpret_cast<Fn>(real_dlsym()(library, name)) : nullptr;
+}
+
+const EventDriver& event_driver() {
+  static EventDriver d;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* cuda = library_handle(Library::cuda, /*load=*/false);
+    find(cuda, "cuCtxGetCurrent", &d.ctx_get_current);
+    find(cuda, "cuEventCreate", &d.create);
+    find(cuda, "cuEventRecord", &d.record);
+    find(cuda, "cuEventRecord_ptsz", &d.record_ptsz);
+    find(cuda, "cuEventQuery", &d.query);
+    find(cuda, "cuEventSynchronize", &d.synchronize);
+    find(cuda, "cuEventDestroy_v2", &d.destroy);
+    find(cuda, "cuThreadExchangeStreamCaptureMode", &d.exchange_capture_mode);
+    find(cuda, "cuStreamIsCapturing", &d.is_capturing);
+    find(cuda, "cuStreamIsCapturing_ptsz", &d.is_capturing_ptsz);
+  });
+  return d;
+}
+
+// Launches recorded per event: half the bound, so that one completed event always brings the
+// count well under it.
+uint64_t record_every(uint32_t bound) {
+  return bound / 2 > 0 ? bound / 2 : 1;
+}
+
+// Event calls are "potentially unsafe" during a stream capture in global mode: made from a thread
+// while another captures, they would invalidate that capture. The tracker's calls run in relaxed
+// mode (the mechanism CUDA provides to libraries for this), and a launch into a capturing stream
+// is not tracked at all: it runs nothing until its graph is launched, and an event recorded there
+// would become a node of the program's graph.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() {
+    if (auto fn = event_driver().exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCapture() {
+    if (active_) event_driver().exchange_capture_mode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool active_ = false;
+};
+
+bool capturing(CUstream stream, bool per_thread) {
+  const EventDriver& d = event_driver();
+  auto fn = per_thread && d.is_capturing_ptsz ? d.is_capturing_ptsz : d.is_capturing;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  // A failed query (an invalidated capture, say) counts as capturing: leave that stream alone.
+  return fn && (fn(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE);
+}
+
+class Tracker {
+ public:
+  void before_launch(uint32_t bound, CUstream stream, bool per_thread) {
+    std::lock_guard lock(mutex_);
+    if (off_) return;
+    RelaxedCapture relaxed;
+    if (capturing(stream, per_thread)) return;
+    reap();
+    while (!off_ && issued_ - completed_ >= bound && !pending_.empty()) wait_for_oldest();
+    // Every recorded launch finished, but the ones after the last event may not have: record
+    // one now and wait for it.
+    if (!off_ && issued_ - completed_ >= bound) {
+      record(stream, per_thread);
+      if (!off_) wait_for_oldest();
+    }
+    publish();
+  }
+
+  void after_launch(uint32_t bound, CUstream stream, bool per_thread, bool launched) {
+    std::lock_guard lock(mutex_);
+    if (off_ || !launched) return;
+    RelaxedCapture relaxed;
+    if (capturing(stream, per_thread)) return;
+    ++issued_;
+    if (issued_ - last_recorded_ >= record_every(bound)) record(stream, per_thread);
+    publish();
+  }
+
+  void reset_after_fork() {
+    // The parent's events and context mean nothing in the child.
+    new (&mutex_) std::mutex;
+    pending_.clear();
+    spare_.clear();
+    context_ = nullptr;
+    issued_ = completed_ = last_recorded_ = 0;
+  }
+
+ private:
+  struct Pending {
+    uint64_t launch;  // the launch count when the event was recorded
+    CUevent event;
+  };
+
+  void record(CUstream stream, bool per_thread) {
+    const EventDriver& d = event_driver();
+    auto record_fn = per_thread && d.record_ptsz ? d.record_ptsz : d.record;
+    if (!d.ctx_get_current || !d.create || !record_fn || !d.query || !d.synchronize)
+      return give_up("the driver lacks an event function", CUDA_ERROR_NOT_FOUND);
+    CUcontext context = nullptr;
+    if (CUresult r = d.ctx_get_current(&context); r != CUDA_SUCCESS)
+      return give_up("cuCtxGetCurrent", r);
+    if (context != context_) {
+      // Events belong to a context: finish with the old ones before using this one.
+      while (!off_ && !pending_.empty()) wait_for_oldest();
+      for (CUevent e : spare_)
+        if (d.destroy) d.destroy(e);
+      spare_.clear();
+      context_ = context;
+    }
+    CUevent event = nullptr;
+    if (!spare_.empty()) {
+      event = spare_.back();
+      spare_.pop_back();
+    } else if (CUresult r = d.create(&event, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+      return give_up("cuEventCreate", r);
+    }
+    if (CUresult r = record_fn(event, stream); r != CUDA_SUCCESS) {
+      spare_.push_back(event);
+      return give_up("cuEventRecord", r);
+    }
+    pending_.push_back({issued_, event});
+    last_recorded_ = issued_;
+  }
+
+  // Drops the events that completed, oldest first.
+  void reap() {
+    while (!pending_.empty()) {
+      CUresult r = event_driver().query(pending_.front().event);
+      if (r == CUDA_ERROR_NOT_READY) return;
+      if (r != CUDA_SUCCESS) return give_up("cuEventQuery", r);
+      retire_oldest();
+    }
+  }
+
+  void wait_for_oldest() {
+    if (CUresult r = event_driver().synchronize(pending_.front().event); r != CUDA_SUCCESS)
+      return give_up("cuEventSynchronize", r);
+    retire_oldest();
+  }
+
+  void retire_oldest() {
+    completed_ = pending_.front().launch;
+    spare_.push_back(pending_.front().event);
+    pending_.pop_front();
+  }
+
+  void publish() {
+    protocol::ControlBlock* block = control_block();
+    block->in_flight.store(static_cast<uint32_t>(issued_ - completed_), std::memory_order_relaxed);
+    block->in_flight_tracked.store(1, std::memory_order_relaxed);
+  }
+
+  // An event call failed: the bound is off for this process (its launches go through as before),
+  // said once. Never an error for the program.
+  void give_up(const char* what, CUresult r) {
+    off_ = true;
+    pending_.clear();
+    control_block()->in_flight_tracked.store(0, std::memory_order_relaxed);
+    log_warning("in-flight bound off for this process: %s failed (CUDA error %d)", what,
+                static_cast<int>(r));
+  }
+
+  std::mutex mutex_;
+  std::deque<Pending> pending_;
+  std::vector<CUevent> spare_;
+  CUcontext context_ = nullptr;
+  uint64_t issued_ = 0, completed_ = 0, last_recorded_ = 0;
+  bool off_ = false;
+};
+
+// Never destroyed: a launch may run during exit.
+Tracker& tracker() {
+  static Tracker* t = new Tracker;
+  return *t;
+}
+
+}  // namespace
+
+void in_flight_before_launch(uint32_t bound, CUstream stream, bool per_thread_stream) {
+  tracker().before_launch(bound, stream, per_thread_stream);
+}
+
+void in_flight_after_launch(uint32_t bound, CUstream stream, bool per_thread_stream,
+                            bool launched) {
+  tracker().after_launch(bound, stream, per_thread_stream, launched);
+}
+
+void in_flight_reset_after_fork() {
+  tracker().reset_after_fork();
+}
+
+}  // namespace gpushare::shim

@@ -1,0 +1,32 @@
+// The in-flight bound (issue 5): an opportunistic job whose gate carries `max_in_flight` keeps at
+// most that many of its launches on the GPU unfinished, so that a production kernel never queues
+// behind a long opportunistic backlog (DESIGN.md §3). Completion is seen through events recorded
+// on the launch's stream every K launches (K = max(1, bound / 2)); a launch over the bound waits on
+// the oldest event that brings the count under it.
+//
+// The launch path pays one relaxed load of a read-mostly word when no bound is set (production
+// jobs, and every job without a daemon). Approximations, documented in docs/policies.md: kernels
+// are counted complete in launch order, across streams (an event on one stream says nothing of
+// another); a graph launch counts as one kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_api.h"
+#include "daemon_link.h"
+
+namespace gpushare::shim {
+
+// The bound in force for the next launch; 0: none.
+inline uint32_t in_flight_bound() {
+  return control_block()->max_in_flight.load(std::memory_order_relaxed);
+}
+
+// Before a launch under a bound: waits until fewer than `bound` launches are unfinished.
+void in_flight_before_launch(uint32_t bound, CUstream stream, bool per_thread_stream);
+// After it: counts it, and records an event every K launches.
+void in_flight_after_launch(uint32_t bound, CUstream stream, bool per_thread_stream, bool launched);
+// In a forked child: forget the parent's events (lifecycle.cpp).
+void in_flight_reset_after_fork();
+
+}  // namespace gpushare::shim
