@@ -65,7 +65,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                       : policies::JobClass::opportunistic;
     o.launches = seen.first || launches < seen.launches ? 0 : launches - seen.launches;
     o.gate_waits = seen.first || waits < seen.gate_waits ? 0 : waits - seen.gate_waits;
-    o.in_flight = job.block.in_flight();
+    // The shim publishes its in-flight count at each launch it makes under a bound: without a
+    // bound, or without a launch in this window, the value may be stale, so it is not passed on.
+    if (seen.max_in_flight > 0 && o.launches > 0) o.in_flight = job.block.in_flight();
     seen.launches = launches;
     seen.gate_waits = waits;
     seen.first = false;
