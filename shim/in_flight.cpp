@@ -4,50 +4,11 @@
 #include <mutex>
 #include <vector>
 
-#include "dlsym.h"
-#include "hooks.h"
+#include "driver_calls.h"
 #include "log.h"
 
 namespace gpushare::shim {
 namespace {
-
-// Driver entry points the tracker calls (not hooked): resolved once with the real dlsym.
-struct EventDriver {
-  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
-  CUresult (*create)(CUevent*, unsigned int) = nullptr;
-  CUresult (*record)(CUevent, CUstream) = nullptr;
-  CUresult (*record_ptsz)(CUevent, CUstream) = nullptr;
-  CUresult (*query)(CUevent) = nullptr;
-  CUresult (*synchronize)(CUevent) = nullptr;
-  CUresult (*destroy)(CUevent) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*is_capturing_ptsz)(CUstream, CUstreamCaptureStatus*) = nullptr;
-};
-
-template <class Fn>
-void find(void* library, const char* name, Fn* out) {
-  *out = library ? reinterpret_cast<Fn>(real_dlsym()(library, name)) : nullptr;
-}
-
-const EventDriver& event_driver() {
-  static EventDriver d;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* cuda = library_handle(Library::cuda, /*load=*/false);
-    find(cuda, "cuCtxGetCurrent", &d.ctx_get_current);
-    find(cuda, "cuEventCreate", &d.create);
-    find(cuda, "cuEventRecord", &d.record);
-    find(cuda, "cuEventRecord_ptsz", &d.record_ptsz);
-    find(cuda, "cuEventQuery", &d.query);
-    find(cuda, "cuEventSynchronize", &d.synchronize);
-    find(cuda, "cuEventDestroy_v2", &d.destroy);
-    find(cuda, "cuThreadExchangeStreamCaptureMode", &d.exchange_capture_mode);
-    find(cuda, "cuStreamIsCapturing", &d.is_capturing);
-    find(cuda, "cuStreamIsCapturing_ptsz", &d.is_capturing_ptsz);
-  });
-  return d;
-}
 
 // Launches recorded per event: half the bound, so that one completed event always brings the
 // count well under it.
@@ -63,10 +24,10 @@ uint64_t record_every(uint32_t bound) {
 class RelaxedCapture {
  public:
   RelaxedCapture() {
-    if (auto fn = event_driver().exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
+    if (auto fn = driver_calls().exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
   }
   ~RelaxedCapture() {
-    if (active_) event_driver().exchange_capture_mode(&mode_);
+    if (active_) driver_calls().exchange_capture_mode(&mode_);
   }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
@@ -77,8 +38,9 @@ class RelaxedCapture {
 };
 
 bool capturing(CUstream stream, bool per_thread) {
-  const EventDriver& d = event_driver();
-  auto fn = per_thread && d.is_capturing_ptsz ? d.is_capturing_ptsz : d.is_capturing;
+  const DriverCalls& d = driver_calls();
+  auto fn =
+      per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz : d.stream_is_capturing;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   // A failed query (an invalidated capture, say) counts as capturing: leave that stream alone.
   return fn && (fn(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE);
@@ -128,9 +90,10 @@ class Tracker {
   };
 
   void record(CUstream stream, bool per_thread) {
-    const EventDriver& d = event_driver();
-    auto record_fn = per_thread && d.record_ptsz ? d.record_ptsz : d.record;
-    if (!d.ctx_get_current || !d.create || !record_fn || !d.query || !d.synchronize)
+    const DriverCalls& d = driver_calls();
+    auto record_fn = per_thread && d.event_record_ptsz ? d.event_record_ptsz : d.event_record;
+    if (!d.ctx_get_current || !d.event_create || !record_fn || !d.event_query ||
+        !d.event_synchronize)
       return give_up("the driver lacks an event function", CUDA_ERROR_NOT_FOUND);
     CUcontext context = nullptr;
     if (CUresult r = d.ctx_get_current(&context); r != CUDA_SUCCESS)
@@ -139,7 +102,7 @@ class Tracker {
       // Events belong to a context: finish with the old ones before using this one.
       while (!off_ && !pending_.empty()) wait_for_oldest();
       for (CUevent e : spare_)
-        if (d.destroy) d.destroy(e);
+        if (d.event_destroy) d.event_destroy(e);
       spare_.clear();
       context_ = context;
     }
@@ -147,7 +110,7 @@ class Tracker {
     if (!spare_.empty()) {
       event = spare_.back();
       spare_.pop_back();
-    } else if (CUresult r = d.create(&event, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    } else if (CUresult r = d.event_create(&event, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
       return give_up("cuEventCreate", r);
     }
     if (CUresult r = record_fn(event, stream); r != CUDA_SUCCESS) {
@@ -161,7 +124,7 @@ class Tracker {
   // Drops the events that completed, oldest first.
   void reap() {
     while (!pending_.empty()) {
-      CUresult r = event_driver().query(pending_.front().event);
+      CUresult r = driver_calls().event_query(pending_.front().event);
       if (r == CUDA_ERROR_NOT_READY) return;
       if (r != CUDA_SUCCESS) return give_up("cuEventQuery", r);
       retire_oldest();
@@ -169,7 +132,7 @@ class Tracker {
   }
 
   void wait_for_oldest() {
-    if (CUresult r = event_driver().synchronize(pending_.front().event); r != CUDA_SUCCESS)
+    if (CUresult r = driver_calls().event_synchronize(pending_.front().event); r != CUDA_SUCCESS)
       return give_up("cuEventSynchronize", r);
     retire_oldest();
   }

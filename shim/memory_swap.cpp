@@ -15,7 +15,7 @@
 #include "daemon_link.h"
 #include "hooks.h"
 #include "log.h"
-#include "memory_driver.h"
+#include "driver_calls.h"
 
 namespace gpushare::shim {
 
@@ -54,7 +54,7 @@ uint64_t now_ns() {
 
 // Under the state's mutex: moves every tracked allocation. Returns the bytes moved.
 uint64_t move_all(SwapState& s, Residency to) {
-  const MemoryDriver& d = memory_driver();
+  const DriverCalls& d = driver_calls();
   uint64_t moved = 0;
   CUcontext synced = nullptr;
   for (const auto& [ptr, a] : s.live) {
@@ -154,7 +154,7 @@ CUresult alloc_swappable(CUdeviceptr* ptr, size_t bytes) {
 
 void track_swappable(uint64_t ptr, uint64_t bytes, int device) {
   start_thread_once();
-  const MemoryDriver& d = memory_driver();
+  const DriverCalls& d = driver_calls();
   CUcontext context = nullptr;
   if (d.ctx_get_current) d.ctx_get_current(&context);
   SwapState& s = swap_state();
@@ -175,7 +175,7 @@ void retrack_swappable(uint64_t ptr, uint64_t bytes, int device) {
 }
 
 int device_totals(uint64_t* totals, int max) {
-  const MemoryDriver& d = memory_driver();
+  const DriverCalls& d = driver_calls();
   auto total_mem = real<Hook::cuDeviceTotalMem_v2>();
   int count = 0;
   if (!d.device_get_count || !total_mem || d.device_get_count(&count) != CUDA_SUCCESS) return 0;

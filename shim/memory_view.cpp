@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "daemon_link.h"
-#include "memory_driver.h"
+#include "driver_calls.h"
 
 namespace gpushare::shim {
 
@@ -31,7 +31,7 @@ bool find_view(int device, View* out) {
 }
 
 bool nvml_view(nvmlDevice_t device, View* out) {
-  auto get_index = memory_driver().nvml_device_get_index;
+  auto get_index = driver_calls().nvml_device_get_index;
   unsigned int index = 0;
   // NVML numbers devices physically (it ignores CUDA_VISIBLE_DEVICES), as the daemon does.
   return get_index && get_index(device, &index) == kNvmlSuccess &&

@@ -1,4 +1,4 @@
-#include "memory_driver.h"
+#include "driver_calls.h"
 
 #include <mutex>
 
@@ -22,8 +22,8 @@ CUmemLocation location(int device) {
 
 }  // namespace
 
-const MemoryDriver& memory_driver() {
-  static MemoryDriver driver{};
+const DriverCalls& driver_calls() {
+  static DriverCalls driver{};
   static std::once_flag once;
   std::call_once(once, [] {
     void* cuda = library_handle(Library::cuda, /*load=*/false);
@@ -37,19 +37,28 @@ const MemoryDriver& memory_driver() {
     find(cuda, "cuMemAdvise", &driver.advise_v1);
     find(library_handle(Library::nvml, /*load=*/false), "nvmlDeviceGetIndex",
          &driver.nvml_device_get_index);
+    find(cuda, "cuEventCreate", &driver.event_create);
+    find(cuda, "cuEventRecord", &driver.event_record);
+    find(cuda, "cuEventRecord_ptsz", &driver.event_record_ptsz);
+    find(cuda, "cuEventQuery", &driver.event_query);
+    find(cuda, "cuEventSynchronize", &driver.event_synchronize);
+    find(cuda, "cuEventDestroy_v2", &driver.event_destroy);
+    find(cuda, "cuThreadExchangeStreamCaptureMode", &driver.exchange_capture_mode);
+    find(cuda, "cuStreamIsCapturing", &driver.stream_is_capturing);
+    find(cuda, "cuStreamIsCapturing_ptsz", &driver.stream_is_capturing_ptsz);
   });
   return driver;
 }
 
 CUresult prefetch(CUdeviceptr ptr, size_t bytes, int device) {
-  const MemoryDriver& d = memory_driver();
+  const DriverCalls& d = driver_calls();
   if (d.prefetch_v2) return d.prefetch_v2(ptr, bytes, location(device), 0, nullptr);
   if (d.prefetch_v1) return d.prefetch_v1(ptr, bytes, device < 0 ? CU_DEVICE_CPU : device, nullptr);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult advise_preferred(CUdeviceptr ptr, size_t bytes, int device) {
-  const MemoryDriver& d = memory_driver();
+  const DriverCalls& d = driver_calls();
   if (d.advise_v2)
     return d.advise_v2(ptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location(device));
   if (d.advise_v1)

@@ -1,13 +1,14 @@
-// Driver entry points the memory code calls that are not hooked (so not in the hook table's
-// real-pointer table): resolved once from the loaded libcuda.so.1 / libnvidia-ml.so.1 with the
-// real dlsym. Each is nullptr when the library lacks it.
+// Driver entry points the shim calls that are not hooked (so not in the hook table's real-pointer
+// table): the memory code's (swap, views) and the in-flight bound's (events). Resolved once from
+// the loaded libcuda.so.1 / libnvidia-ml.so.1 with the real dlsym; each is nullptr when the library
+// lacks it.
 #pragma once
 
 #include "cuda_api.h"
 
 namespace gpushare::shim {
 
-struct MemoryDriver {
+struct DriverCalls {
   CUresult (*ctx_get_current)(CUcontext*);
   CUresult (*ctx_set_current)(CUcontext);
   CUresult (*ctx_synchronize)();
@@ -17,10 +18,20 @@ struct MemoryDriver {
   CUresult (*advise_v2)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
   CUresult (*advise_v1)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
   nvmlReturn_t (*nvml_device_get_index)(nvmlDevice_t, unsigned int*);
+  // The in-flight bound (shim/in_flight.cpp).
+  CUresult (*event_create)(CUevent*, unsigned int);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_record_ptsz)(CUevent, CUstream);
+  CUresult (*event_query)(CUevent);
+  CUresult (*event_synchronize)(CUevent);
+  CUresult (*event_destroy)(CUevent);
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*);
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*stream_is_capturing_ptsz)(CUstream, CUstreamCaptureStatus*);
 };
 
 // Resolved on first use (thread-safe); the CUDA part needs libcuda.so.1 already loaded.
-const MemoryDriver& memory_driver();
+const DriverCalls& driver_calls();
 
 // Moves / advises [ptr, ptr + bytes) to the host (device < 0) or to `device`, through whichever
 // ABI version the driver has.
