@@ -37,30 +37,13 @@
 
 #include "gpushare/protocol/control_block.h"
 
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "probe_driver.h"
 
 namespace {
 
 using gpushare::protocol::ControlBlock;
 
-struct Driver {
-  decltype(&cuInit) init;
-  decltype(&cuDeviceGet) device_get;
-  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain;
-  decltype(&cuCtxSetCurrent) ctx_set_current;
-  decltype(&cuMemAlloc_v2) mem_alloc;
-  decltype(&cuMemFree_v2) mem_free;
-  decltype(&cuModuleLoadData) module_load_data;
-  decltype(&cuModuleGetFunction) module_get_function;
-  decltype(&cuLaunchKernel) launch_kernel;
-};
-
-template <class Fn>
-bool resolve(void* library, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(library, name));
-  return *out != nullptr;
-}
+using gpushare::clients::ProbeDriver;
 
 uint64_t now_ns() {
   timespec ts;
@@ -91,7 +74,7 @@ std::set<std::pair<unsigned long, uintptr_t>> control_mappings() {
 }
 
 struct Probe {
-  Driver cu{};
+  ProbeDriver cu{};
   CUmodule module = nullptr;
   std::set<unsigned long> seen_inodes;
   const ControlBlock* current = nullptr;
@@ -121,15 +104,8 @@ struct Probe {
     std::string command;
     in >> command;
     if (command == "init") {
-      CUdevice device;
-      CUcontext context;
-      if (cu.init(0) != CUDA_SUCCESS) return "error cuInit";
-      if (cu.device_get(&device, 0) != CUDA_SUCCESS ||
-          cu.primary_ctx_retain(&context, device) != CUDA_SUCCESS ||
-          cu.ctx_set_current(context) != CUDA_SUCCESS)
-        return "error context";
-      static const char image[] = "fake module";
-      if (cu.module_load_data(&module, image) != CUDA_SUCCESS) return "error module";
+      if (std::string error = gpushare::clients::init_context(cu, &module); !error.empty())
+        return error;
       adopt_new_block();
       return "ok";
     }
@@ -210,15 +186,7 @@ int main() {
     return 1;
   }
   Probe probe;
-  Driver& d = probe.cu;
-  if (!resolve(library, "cuInit", &d.init) || !resolve(library, "cuDeviceGet", &d.device_get) ||
-      !resolve(library, "cuDevicePrimaryCtxRetain", &d.primary_ctx_retain) ||
-      !resolve(library, "cuCtxSetCurrent", &d.ctx_set_current) ||
-      !resolve(library, "cuMemAlloc_v2", &d.mem_alloc) ||
-      !resolve(library, "cuMemFree_v2", &d.mem_free) ||
-      !resolve(library, "cuModuleLoadData", &d.module_load_data) ||
-      !resolve(library, "cuModuleGetFunction", &d.module_get_function) ||
-      !resolve(library, "cuLaunchKernel", &d.launch_kernel)) {
+  if (!gpushare::clients::resolve_probe_driver(library, probe.cu)) {
     std::printf("error dlsym\n");
     return 1;
   }

@@ -2,15 +2,18 @@
 // libcuda.so.1 (and libnvidia-ml.so.1) the way programs do and obeys one command per line on
 // stdin, answering one line on stdout:
 //
-//   init                      cuInit + context + module          -> "ok"
-//   alloc <bytes>             cuMemAlloc_v2                      -> "ok <pointer>" / "error
-//   <CUresult>" free <pointer>            cuMemFree_v2                       -> "ok" fill <pointer>
-//   <bytes> <seed>   writes a pseudo-random pattern with cuMemcpyHtoD -> "ok" checksum <pointer>
-//   <bytes>      reads it back with cuMemcpyDtoH  -> "ok <fnv1a-64 hex>" meminfo cuMemGetInfo_v2 ->
-//   "ok <free> <total>" totalmem                  cuDeviceTotalMem_v2 of device 0    -> "ok
-//   <bytes>" nvml                      nvmlDeviceGetMemoryInfo, device 0  -> "ok <free> <total>
-//   <used>" launch <count> <us>       cuLaunchKernel spin_<us>           -> "ok" block the shim's
-//   control block           -> "block <paused> <residency>"
+// clang-format off
+//   init                     cuInit + context + module                -> "ok"
+//   alloc <bytes>            cuMemAlloc_v2                            -> "ok <pointer>" / "error <CUresult>"
+//   free <pointer>           cuMemFree_v2                             -> "ok"
+//   fill <pointer> <bytes> <seed>  a pseudo-random pattern, cuMemcpyHtoD -> "ok"
+//   checksum <pointer> <bytes>     read back with cuMemcpyDtoH          -> "ok <fnv1a-64 hex>"
+//   meminfo                  cuMemGetInfo_v2                          -> "ok <free> <total>"
+//   totalmem                 cuDeviceTotalMem_v2 of device 0          -> "ok <bytes>"
+//   nvml                     nvmlDeviceGetMemoryInfo, device 0        -> "ok <free> <total> <used>"
+//   launch <count> <us>      cuLaunchKernel spin_<us>                 -> "ok"
+//   block                    the shim's control block                 -> "block <paused> <residency>"
+// clang-format on
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -24,8 +27,7 @@
 
 #include "gpushare/protocol/control_block.h"
 
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "probe_driver.h"
 
 namespace {
 
@@ -33,30 +35,18 @@ struct NvmlMemory {
   unsigned long long total, free, used;
 };
 
-struct Driver {
-  decltype(&cuInit) init;
-  decltype(&cuDeviceGet) device_get;
-  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain;
-  decltype(&cuCtxSetCurrent) ctx_set_current;
-  decltype(&cuMemAlloc_v2) mem_alloc;
-  decltype(&cuMemFree_v2) mem_free;
-  decltype(&cuMemcpyHtoD_v2) htod;
-  decltype(&cuMemcpyDtoH_v2) dtoh;
-  decltype(&cuMemGetInfo_v2) mem_get_info;
-  decltype(&cuDeviceTotalMem_v2) total_mem;
-  decltype(&cuModuleLoadData) module_load_data;
-  decltype(&cuModuleGetFunction) module_get_function;
-  decltype(&cuLaunchKernel) launch_kernel;
-  int (*nvml_init)();
-  int (*nvml_handle)(unsigned int, void**);
-  int (*nvml_memory)(void*, NvmlMemory*);
+// The probe's calls, and the ones only the memory tests make.
+struct Driver : gpushare::clients::ProbeDriver {
+  decltype(&cuMemcpyHtoD_v2) htod = nullptr;
+  decltype(&cuMemcpyDtoH_v2) dtoh = nullptr;
+  decltype(&cuMemGetInfo_v2) mem_get_info = nullptr;
+  decltype(&cuDeviceTotalMem_v2) total_mem = nullptr;
+  int (*nvml_init)() = nullptr;
+  int (*nvml_handle)(unsigned int, void**) = nullptr;
+  int (*nvml_memory)(void*, NvmlMemory*) = nullptr;
 };
 
-template <class Fn>
-bool resolve(void* library, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(library, name));
-  return *out != nullptr;
-}
+using gpushare::clients::resolve;
 
 // The shim's control block, found like a debugger would: its memfd mapping in /proc/self/maps
 // (the last one mapped is the one in force).
@@ -90,16 +80,8 @@ struct Client {
     std::string command;
     in >> command;
     if (command == "init") {
-      CUdevice device;
-      CUcontext context;
-      if (cu.init(0) != CUDA_SUCCESS) return "error cuInit";
-      if (cu.device_get(&device, 0) != CUDA_SUCCESS ||
-          cu.primary_ctx_retain(&context, device) != CUDA_SUCCESS ||
-          cu.ctx_set_current(context) != CUDA_SUCCESS)
-        return "error context";
-      static const char image[] = "fake module";
-      if (cu.module_load_data(&module, image) != CUDA_SUCCESS) return "error module";
-      return "ok";
+      std::string error = gpushare::clients::init_context(cu, &module);
+      return error.empty() ? "ok" : error;
     }
     if (command == "alloc") {
       size_t bytes = 0;
@@ -188,17 +170,10 @@ int main() {
   }
   Client client;
   Driver& d = client.cu;
-  bool ok =
-      resolve(cuda, "cuInit", &d.init) && resolve(cuda, "cuDeviceGet", &d.device_get) &&
-      resolve(cuda, "cuDevicePrimaryCtxRetain", &d.primary_ctx_retain) &&
-      resolve(cuda, "cuCtxSetCurrent", &d.ctx_set_current) &&
-      resolve(cuda, "cuMemAlloc_v2", &d.mem_alloc) && resolve(cuda, "cuMemFree_v2", &d.mem_free) &&
-      resolve(cuda, "cuMemcpyHtoD_v2", &d.htod) && resolve(cuda, "cuMemcpyDtoH_v2", &d.dtoh) &&
-      resolve(cuda, "cuMemGetInfo_v2", &d.mem_get_info) &&
-      resolve(cuda, "cuDeviceTotalMem_v2", &d.total_mem) &&
-      resolve(cuda, "cuModuleLoadData", &d.module_load_data) &&
-      resolve(cuda, "cuModuleGetFunction", &d.module_get_function) &&
-      resolve(cuda, "cuLaunchKernel", &d.launch_kernel);
+  bool ok = gpushare::clients::resolve_probe_driver(cuda, d) &&
+            resolve(cuda, "cuMemcpyHtoD_v2", &d.htod) && resolve(cuda, "cuMemcpyDtoH_v2", &d.dtoh) &&
+            resolve(cuda, "cuMemGetInfo_v2", &d.mem_get_info) &&
+            resolve(cuda, "cuDeviceTotalMem_v2", &d.total_mem);
   if (nvml) {
     resolve(nvml, "nvmlInit_v2", &d.nvml_init);
     resolve(nvml, "nvmlDeviceGetHandleByIndex_v2", &d.nvml_handle);
