@@ -188,13 +188,14 @@ class TgsPolicy final : public Policy {
     }
     uint64_t opportunistic_launches = 0;
     bool opportunistic_queued = false;
+    bool queue_known = true;  // every opportunistic shim publishes its in-flight count
     for (const JobObservation& job : device.jobs) {
       if (job.job_class == JobClass::production) {
         production_[job.job_id].period_progress += production_[job.job_id].window_progress;
       } else {
         opportunistic_launches += job.launches;
         opportunistic_queued = opportunistic_queued || job.in_flight.value_or(0) > 0;
-        opportunistic_queued_known_ = job.in_flight.has_value();
+        queue_known = queue_known && job.in_flight.has_value();
         period_blocked_ = period_blocked_ || job.gate_waits > 0;
       }
     }
@@ -205,8 +206,7 @@ class TgsPolicy final : public Policy {
     // rate with the contended one.
     const bool quiet =
         opportunistic_paused_ || (opportunistic_launches == 0 && !opportunistic_queued);
-    const bool known_drained =
-        opportunistic_queued_known_ ? !opportunistic_queued : previous_window_quiet_;
+    const bool known_drained = queue_known ? !opportunistic_queued : previous_window_quiet_;
     period_clean_ = period_clean_ && quiet && known_drained;
     previous_window_quiet_ = quiet;
     period_opportunistic_launches_ += opportunistic_launches;
@@ -400,10 +400,8 @@ class TgsPolicy final : public Policy {
 
   // What the last gates did, which the next window's counts reflect.
   bool opportunistic_paused_ = false;
-  // Whether the last measured window had no opportunistic work launched or released, and whether
-  // the shims publish in-flight counts (then a drained queue is known, not assumed).
+  // Whether the last measured window had no opportunistic work launched or released.
   bool previous_window_quiet_ = false;
-  bool opportunistic_queued_known_ = false;
   bool opportunistic_unlimited_ = false;
 
   // The measurement period in progress.

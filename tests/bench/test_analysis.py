@@ -12,7 +12,7 @@ from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
 from gpushare_hook import Gpushare  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
-from scenario_pair import fold, reaction  # noqa: E402
+from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
 
 
 class Statistics(unittest.TestCase):
@@ -36,6 +36,31 @@ class Statistics(unittest.TestCase):
         self.assertEqual(verdict(first, {"median": 1.2, "min": 1.05, "max": 1.3}), "overlap")
         self.assertEqual(verdict(first, {"median": 2.0, "min": 1.9, "max": 2.1}), "apart")
         self.assertEqual(verdict(None, first), "–")
+
+
+class NormalizedThroughput(unittest.TestCase):
+    """S1's NT: against the isolated median, with a range that carries the isolated spread."""
+
+    def test_range_divides_by_the_other_end_of_the_isolated_range(self):
+        iso = {"median": 10.0, "min": 8.0, "max": 12.5}
+        nt = _nt_spread([10.0, 11.0, 12.0], iso)
+        self.assertAlmostEqual(nt["median"], 1.1)
+        self.assertAlmostEqual(nt["min"], 10.0 / 12.5)
+        self.assertAlmostEqual(nt["max"], 12.0 / 8.0)
+        self.assertEqual(nt["n"], 3)
+
+    def test_total_adds_both_ranges(self):
+        prod = {"median": 0.6, "min": 0.5, "max": 0.7, "n": 2}
+        opp = {"median": 0.3, "min": 0.25, "max": 0.4, "n": 3}
+        total = _total_spread(prod, opp)
+        self.assertAlmostEqual(total["median"], 0.9)
+        self.assertAlmostEqual(total["min"], 0.75)
+        self.assertAlmostEqual(total["max"], 1.1)
+        self.assertEqual(total["n"], 2)
+        self.assertIsNone(_total_spread(None, opp))
+
+    def test_no_isolated_windows_gives_no_nt(self):
+        self.assertIsNone(_nt_spread([1.0], {"median": float("nan"), "min": float("nan"), "max": float("nan")}))
 
 
 class Reaction(unittest.TestCase):
