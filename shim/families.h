@@ -39,8 +39,7 @@ template <Hook H, class... A>
 inline CUresult launch(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  pass_gate(1);
-  const uint32_t bound = in_flight_bound();
+  const uint32_t bound = in_flight_bound(pass_gate(1));
   if (bound) [[unlikely]]
     in_flight_before_launch(bound, launch_stream(args...), kPerThreadStream<H>);
   CUresult result = fn(args...);
@@ -67,9 +66,9 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
-  pass_gate(1);
-  control_block()->graph_launches.fetch_add(1, std::memory_order_relaxed);
-  const uint32_t bound = in_flight_bound();
+  protocol::ControlBlock* block = pass_gate(1);
+  block->graph_launches.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t bound = in_flight_bound(block);
   if (bound) [[unlikely]] in_flight_before_launch(bound, stream, kPerThreadStream<H>);
   CUresult result = fn(graph, stream);
   if (bound) [[unlikely]]

@@ -18,8 +18,8 @@
 namespace gpushare::shim {
 
 // The bound in force for the next launch; 0: none.
-inline uint32_t in_flight_bound() {
-  return control_block()->max_in_flight.load(std::memory_order_relaxed);
+inline uint32_t in_flight_bound(const protocol::ControlBlock* block) {
+  return block->max_in_flight.load(std::memory_order_relaxed);
 }
 
 // Before a launch under a bound: waits until fewer than `bound` launches are unfinished.
