@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+
 #include "gpushare/protocol/wire.h"
 #include "registry.h"
 
@@ -40,17 +42,59 @@ uint64_t job_bytes(const Job& job, int device) {
   return total;
 }
 
-uint64_t job_swappable(const Job& job, int device) {
+namespace {
+// The job's swappable bytes on the devices `on` accepts.
+template <class OnDevice>
+uint64_t swappable_bytes(const Job& job, OnDevice on) {
   uint64_t total = 0;
   for (const auto& [key, a] : job.memory)
-    if (key.first == device && (a.flags & static_cast<uint32_t>(MemDeclareFlags::swappable)))
+    if (on(key.first) && (a.flags & static_cast<uint32_t>(MemDeclareFlags::swappable)))
       total += a.bytes;
   return total;
 }
 
-uint64_t job_resident(const Job& job, int device) {
+// What of the job is on the device, given `moved` = job_moved_out (at most its swappable bytes
+// there, so nothing underflows). The shim writes the progress at any time: one reading serves
+// both the resident and the leaving bytes of a job, so that they always agree.
+uint64_t resident_with(const Job& job, int device, uint64_t moved) {
   uint64_t all = job_bytes(job, device);
-  return job.memory_state.state == SwapState::swapped_out ? all - job_swappable(job, device) : all;
+  switch (job.memory_state.state) {
+    case SwapState::swapped_out:
+      return all - job_swappable(job, device);
+    case SwapState::swapping_out:
+      return all - moved;
+    default:
+      return all;
+  }
+}
+}  // namespace
+
+uint64_t job_swappable(const Job& job, int device) {
+  return swappable_bytes(job, [device](int d) { return d == device; });
+}
+
+uint64_t job_swap_progress(const Job& job) {
+  const protocol::ControlBlock* b = job.block.page();
+  if (job.memory_state.state != SwapState::swapping_out || !b) return 0;
+  // Another request's progress (an old one, or one the daemon never made) says nothing.
+  if (b->swap_progress_seq.load(std::memory_order_acquire) != job.memory_state.request_seq)
+    return 0;
+  uint64_t moved = b->swap_progress_bytes.load(std::memory_order_acquire);
+  return std::min(moved, swappable_bytes(job, [](int) { return true; }));
+}
+
+uint64_t job_moved_out(const Job& job, int device) {
+  uint64_t moved = job_swap_progress(job);
+  if (moved == 0) return 0;
+  // One count for all devices: this device's share is only what cannot have come from the
+  // others, so a job on several devices never frees room on one that its others' moves freed.
+  uint64_t here = job_swappable(job, device);
+  uint64_t elsewhere = swappable_bytes(job, [device](int d) { return d != device; });
+  return std::min(moved > elsewhere ? moved - elsewhere : 0, here);
+}
+
+uint64_t job_resident(const Job& job, int device) {
+  return resident_with(job, device, job_moved_out(job, device));
 }
 
 bool holds_memory_on(const Job& job, int device) {
@@ -62,10 +106,12 @@ bool holds_memory_on(const Job& job, int device) {
 DeviceMemoryUse device_use(Registry& registry, int device) {
   DeviceMemoryUse use;
   for (auto& [id, job] : registry.jobs()) {
-    use.resident += job_resident(job, device);
+    uint64_t moved = job_moved_out(job, device);
+    use.resident += resident_with(job, device, moved);
     bool opportunistic = job.granted == protocol::JobClass::opportunistic;
     SwapState s = job.memory_state.state;
-    if (s == SwapState::swapping_out) use.leaving += job_swappable(job, device);
+    // What is already on host is neither resident nor leaving: room a waiter may take now.
+    if (s == SwapState::swapping_out) use.leaving += job_swappable(job, device) - moved;
     if (opportunistic && (s == SwapState::resident || s == SwapState::swapping_in))
       use.evictable += job_swappable(job, device);
   }

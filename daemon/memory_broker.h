@@ -29,9 +29,11 @@ struct PendingAdmission {
 };
 
 struct DeviceMemoryUse {
-  uint64_t resident = 0;   // bytes on the device (reservations and jobs swapping in included)
+  // Bytes on the device: reservations and jobs swapping in included, jobs swapping out less what
+  // their shims report moved (job_moved_out).
+  uint64_t resident = 0;
   uint64_t evictable = 0;  // swappable bytes of opportunistic jobs whose memory is on the device
-  uint64_t leaving = 0;    // swappable bytes of jobs swapping out now
+  uint64_t leaving = 0;    // swappable bytes of jobs swapping out now, not yet moved
 };
 
 struct MemoryBroker {
@@ -45,7 +47,12 @@ struct MemoryBroker {
 
 uint64_t job_bytes(const Job& job, int device);      // all it declared, reservations included
 uint64_t job_swappable(const Job& job, int device);  // its managed memory the shim can move
-uint64_t job_resident(const Job& job, int device);   // what of it is on the device now
+// While it swaps out: the bytes of the current request its shim reports moved to host and
+// synchronised (control block swap_progress_*), clamped to its swappable memory; else 0.
+uint64_t job_swap_progress(const Job& job);
+// That progress as room freed on `device` (what cannot have come from its other devices).
+uint64_t job_moved_out(const Job& job, int device);
+uint64_t job_resident(const Job& job, int device);  // what of it is on the device now
 bool holds_memory_on(const Job& job, int device);
 DeviceMemoryUse device_use(Registry& registry, int device);
 // The job's limit per device: `gpusharectl set-limit`, else the first matching rule.

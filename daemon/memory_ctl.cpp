@@ -72,6 +72,8 @@ json Server::memory_json(const Job& job, bool with_sites) const {
               {"limit_bytes", limit ? json(*limit) : json(nullptr)},
               {"swappable_bytes", swappable},
               {"reserved_bytes", reserved},
+              // Swapping out: what its shim reports already on host (clamped); 0 otherwise.
+              {"moved_bytes", job_swap_progress(job)},
               {"reward", m.reward},
               {"swaps_out", m.swaps_out},
               {"swaps_in", m.swaps_in}};

@@ -39,6 +39,18 @@ void set_memory_pause(protocol::ControlBlock* b, bool paused) {
   wake(b->gate_seq);
 }
 
+// Streaming swap-out (docs/memory.md): a waiter admitted on the room the victims have already
+// moved, while the rest of their memory is still leaving.
+void log_admitted_during_swap_out(Registry& registry, const Job& job, const PendingAdmission& p) {
+  for (auto& [id, victim] : registry.jobs())
+    if (victim.memory_state.state == SwapState::swapping_out && holds_memory_on(victim, p.device))
+      spdlog::info(
+          "alloc pid={} job={} device={} bytes={} admitted while job={} id={} swaps out: {} of "
+          "{} bytes moved so far",
+          job.peer.pid, job.name, p.device, p.bytes, victim.name, victim.id,
+          job_moved_out(victim, p.device), job_swappable(victim, p.device));
+}
+
 std::set<int> devices_of(const Job& job) {
   std::set<int> devices(job.devices.begin(), job.devices.end());
   for (const auto& [key, a] : job.memory) devices.insert(key.first);
@@ -126,6 +138,8 @@ void Server::serve_memory_waiters(Clock::time_point now) {
           "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
           "host within {} ms; let through, the driver decides",
           job->peer.pid, job->name, p.device, p.bytes, config_.memory.swap_timeout.count());
+    else
+      log_admitted_during_swap_out(registry_, *job, p);
     it = memory_.pending.erase(it);
     job->memory[{p.device, p.handle}] = DeclaredAllocation{p.bytes, p.kind, p.flags, p.site};
     publish_views(registry_, memory_, config_.memory);

@@ -6,10 +6,13 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "background_thread.h"
 #include "daemon_link.h"
@@ -52,26 +55,45 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Under the state's mutex: moves every tracked allocation. Returns the bytes moved.
-uint64_t move_all(SwapState& s, Residency to) {
+// Under the state's mutex: moves every tracked allocation. Returns the bytes moved. Towards the
+// host with `progress` set (a daemon's request), each allocation's prefetch is waited for and the
+// bytes known to have left the device are published there: the daemon admits a waiting production
+// allocation as soon as enough room is free (protocol/control_block.h, swap_progress_*).
+uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = nullptr) {
   const DriverCalls& d = driver_calls();
-  uint64_t moved = 0;
+  // The largest first: each step towards the host costs one synchronisation, and production
+  // waits for a share of the room, not for a count of allocations, so big steps free what it
+  // needs in the fewest round trips.
+  std::vector<std::pair<uint64_t, const Swappable*>> order;
+  order.reserve(s.live.size());
+  for (const auto& [ptr, a] : s.live) order.emplace_back(ptr, &a);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& x, const auto& y) { return x.second->bytes > y.second->bytes; });
+  const bool streaming = progress && to == Residency::host && d.ctx_synchronize;
+  uint64_t moved = 0, confirmed = 0;
   CUcontext synced = nullptr;
-  for (const auto& [ptr, a] : s.live) {
-    if (d.ctx_set_current && a.context) d.ctx_set_current(a.context);
+  for (const auto& [ptr, a] : order) {
+    if (d.ctx_set_current && a->context) d.ctx_set_current(a->context);
     // Work already queued finishes before its memory leaves (the gate holds any new launch).
-    if (a.context != synced && d.ctx_synchronize) d.ctx_synchronize(), synced = a.context;
-    int where = to == Residency::host ? -1 : a.device;
-    CUresult r = advise_preferred(ptr, a.bytes, where);
-    if (r == CUDA_SUCCESS) r = prefetch(ptr, a.bytes, where);
-    if (r == CUDA_SUCCESS)
-      moved += a.bytes;
-    else
+    if (a->context != synced && d.ctx_synchronize) d.ctx_synchronize(), synced = a->context;
+    int where = to == Residency::host ? -1 : a->device;
+    CUresult r = advise_preferred(ptr, a->bytes, where);
+    if (r == CUDA_SUCCESS) r = prefetch(ptr, a->bytes, where);
+    if (r != CUDA_SUCCESS) {
       log_warning(
           "cannot move %llu bytes at 0x%llx to the %s (CUDA error %d): the driver will "
           "migrate them on demand",
-          static_cast<unsigned long long>(a.bytes), static_cast<unsigned long long>(ptr),
+          static_cast<unsigned long long>(a->bytes), static_cast<unsigned long long>(ptr),
           to == Residency::host ? "host" : "device", static_cast<int>(r));
+      continue;
+    }
+    moved += a->bytes;
+    // Only bytes whose prefetch completed are room the daemon may give away; a failed
+    // synchronisation leaves them unconfirmed (the final acknowledgement still covers them).
+    if (streaming && d.ctx_synchronize() == CUDA_SUCCESS) {
+      confirmed += a->bytes;
+      progress->store(confirmed, std::memory_order_release);
+    }
   }
   if (d.ctx_synchronize && synced) d.ctx_synchronize();
   s.residency = to;
@@ -112,10 +134,16 @@ void* swap_thread(void*) {
                           static_cast<uint32_t>(Residency::host)
                       ? Residency::host
                       : Residency::device;
+    if (target == Residency::host) {
+      // Progress of this request starts at 0: the bytes first, so that the new seq is never seen
+      // with the previous request's bytes.
+      block->swap_progress_bytes.store(0, std::memory_order_relaxed);
+      block->swap_progress_seq.store(seq, std::memory_order_release);
+    }
     uint64_t start = now_ns(), moved = 0;
     {
       std::lock_guard lock(s.mutex);
-      moved = s.residency == target ? 0 : move_all(s, target);
+      moved = s.residency == target ? 0 : move_all(s, target, &block->swap_progress_bytes);
     }
     block->swap_bytes.store(moved, std::memory_order_relaxed);
     block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", 
 
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
-from gpushare_hook import Gpushare  # noqa: E402
+from gpushare_hook import Gpushare, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
 
@@ -151,8 +151,20 @@ class GpushareRows(unittest.TestCase):
                 prod, opp = gs.worker_specs("gpushare:tgs:target=0.9@mps", "p", "o")
                 self.assertTrue(prod.mps and opp.mps)
                 self.assertIn(("GPUSHARE_PRIORITY", "production"), prod.env)
+                self.assertFalse(any(k == "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" for k, _ in opp.env))
             finally:
                 gs.stop()
+
+    def test_mps_thread_suffix_confines_only_the_opportunistic_job(self):
+        gs = Gpushare(None, None, [], "/nonexistent")
+        prod, opp = gs.worker_specs("gpushare:tgs:target=0.9@mps-thr30", "p", "o")
+        self.assertTrue(prod.mps and opp.mps)
+        self.assertIn(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"), opp.env)
+        self.assertFalse(any(k == "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" for k, _ in prod.env))
+        self.assertEqual(split_policy("tgs:target=0.9@mps-thr30"), ("tgs", "target=0.9", True, 30))
+        self.assertEqual(split_policy("fair"), ("fair", "", False, None))
+        with self.assertRaises(ValueError):
+            split_policy("tgs@mps-thr0")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "driver_objects.h"
 #include "simulated_device.h"
@@ -73,13 +76,40 @@ CUresult release(CUdeviceptr ptr) {
   if (a.on_device) account_free(a.device, a.bytes, a.managed, a.owner_pid);
   return CUDA_SUCCESS;
 }
+// Under g_lock: the managed allocation that holds [ptr, ptr + count), or nullptr; `whole` tells
+// whether the range is all of it.
+Allocation* managed_allocation(CUdeviceptr ptr, size_t count, bool* whole) {
+  auto it = g_allocations.upper_bound(ptr);
+  if (it == g_allocations.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  if (!a.managed || ptr + count > it->first + a.bytes) return nullptr;
+  *whole = ptr == it->first && count == a.bytes;
+  return &a;
+}
+
 // Whether [ptr, ptr + count) lies inside one managed allocation.
 bool is_managed_range(CUdeviceptr ptr, size_t count) {
   std::lock_guard lock(g_lock);
-  auto it = g_allocations.upper_bound(ptr);
-  if (it == g_allocations.begin()) return false;
-  --it;
-  return it->second.managed && ptr + count <= it->first + it->second.bytes;
+  bool whole = false;
+  return managed_allocation(ptr, count, &whole) != nullptr;
+}
+
+// Whether a prefetch of a managed allocation moves it: the whole of it, to where it is not, by
+// the process that owns it.
+bool moves(const Allocation& a, bool whole, bool to_host) {
+  return whole && a.on_device == to_host && a.owner_pid == current_pid();
+}
+
+// GPUSHARE_FAKE_PREFETCH_DELAY_US: a prefetch that moves a managed allocation to the host takes
+// this long (the call returns when the transfer is over, so a synchronisation after it finds it
+// complete), as device -> host migration is slow on real GPUs (tests of streaming swap-out).
+std::chrono::microseconds prefetch_to_host_delay() {
+  static const std::chrono::microseconds delay{[] {
+    const char* v = getenv("GPUSHARE_FAKE_PREFETCH_DELAY_US");
+    return v ? strtoull(v, nullptr, 10) : 0;
+  }()};
+  return delay;
 }
 
 // Device residency of managed memory: a prefetch that covers a whole managed allocation moves it
@@ -91,14 +121,22 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, bool to_host, CUstream stream) 
   if (stream != nullptr) {
     if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
   }
+  if (to_host && prefetch_to_host_delay().count() > 0) {
+    bool whole = false, moving = false;
+    {
+      std::lock_guard lock(g_lock);
+      Allocation* a = managed_allocation(ptr, count, &whole);
+      moving = a && moves(*a, whole, to_host);
+    }
+    // The transfer, outside the lock: the bytes leave the device when it is over.
+    if (moving) std::this_thread::sleep_for(prefetch_to_host_delay());
+  }
   std::lock_guard lock(g_lock);
-  auto it = g_allocations.upper_bound(ptr);
-  if (it == g_allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --it;
-  Allocation& a = it->second;
-  if (!a.managed || ptr + count > it->first + a.bytes) return CUDA_ERROR_INVALID_VALUE;
-  bool whole = ptr == it->first && count == a.bytes;
-  if (!whole || a.on_device != to_host || a.owner_pid != current_pid()) return CUDA_SUCCESS;
+  bool whole = false;
+  Allocation* found = managed_allocation(ptr, count, &whole);
+  if (!found) return CUDA_ERROR_INVALID_VALUE;
+  Allocation& a = *found;
+  if (!moves(a, whole, to_host)) return CUDA_SUCCESS;
   if (to_host) {
     account_free(a.device, a.bytes, true, a.owner_pid);
   } else if (account_alloc(a.device, a.bytes, true) != MemoryResult::ok) {

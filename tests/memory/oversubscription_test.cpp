@@ -1,9 +1,14 @@
 // Issue 6: production memory always wins. An opportunistic job holds 0.8 C of managed memory; a
 // production job asks for 0.6 C: the production allocation succeeds, the opportunistic job is
 // paused and its memory moved to host, and it resumes, its memory back on the device and
-// bit-identical, when production frees.
+// bit-identical, when production frees. Production is admitted as soon as enough has left the
+// device (streaming swap-out), and the daemon trusts the shim's progress only as far as it must.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <regex>
 
 #include "fake_device_view.h"
 #include "memory_test_support.h"
@@ -99,6 +104,132 @@ TEST_F(Oversubscription, ClientKilledMidSwapLeaksNoAccounting) {
   auto free_bytes = ok_number(prod.ask("meminfo"));
   ASSERT_TRUE(free_bytes);
   EXPECT_EQ(*free_bytes, kCapacity - asked);
+}
+
+// Streaming swap-out: production's allocation is admitted once enough of the opportunistic job's
+// memory has left the device, not when all of it has. The job holds 0.8 C in 8 allocations and
+// each prefetch to host takes kPrefetchDelay in the fake driver; production's 0.6 C fits once 4
+// of them (0.4 C) are on host, so it should wait about half of the whole swap-out, which still
+// runs to the end (the whole job goes to host, as before).
+TEST_F(Oversubscription, ProductionIsAdmittedWhileTheSwapOutStillStreams) {
+  constexpr int kAllocations = 8;
+  constexpr auto kPrefetchDelay = 200ms;
+  const uint64_t each = kCapacity / 10, held = each * kAllocations, asked = kCapacity / 10 * 6;
+  ChildProcess opp =
+      start_client(dir, daemon.socket, "opp", "opportunistic",
+                   {{"GPUSHARE_FAKE_PREFETCH_DELAY_US",
+                     std::to_string(std::chrono::microseconds(kPrefetchDelay).count())}});
+  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
+  ASSERT_TRUE(opp.running() && prod.running());
+
+  std::vector<std::pair<uint64_t, std::string>> buffers;  // pointer, checksum
+  for (int i = 0; i < kAllocations; ++i) {
+    auto p = ok_number(opp.ask("alloc " + std::to_string(each)));
+    ASSERT_TRUE(p);
+    std::string range = std::to_string(*p) + " " + std::to_string(each);
+    ASSERT_EQ(opp.ask("fill " + range + " " + std::to_string(i + 1)), "ok");
+    std::string checksum = opp.ask("checksum " + range);
+    ASSERT_EQ(checksum.rfind("ok ", 0), 0u) << checksum;
+    buffers.emplace_back(*p, checksum);
+  }
+  ASSERT_EQ(opp.ask("launch 2 0"), "ok");
+  EXPECT_EQ(device().bytes_of_pid(0, opp.pid()), held);
+
+  auto asked_at = std::chrono::steady_clock::now();
+  auto q = ok_number(prod.ask("alloc " + std::to_string(asked), 20s));
+  double waited_ms = seconds_since(asked_at) * 1e3;
+  ASSERT_TRUE(q) << "production must get its memory";
+
+  // The whole swap-out still happens; its duration as the shim measured it, from the daemon's log.
+  const std::string done = "swapped-out pid=" + std::to_string(opp.pid());
+  ASSERT_TRUE(daemon.wait_for_log(done, 20s)) << daemon.log();
+  std::smatch m;
+  std::string log = daemon.log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(done + R"( .* in ([0-9.]+) ms)"))) << log;
+  double swap_ms = std::stod(m[1]);
+  const double delay_ms = std::chrono::duration<double, std::milli>(kPrefetchDelay).count();
+  EXPECT_GE(swap_ms, kAllocations * delay_ms) << "every allocation went through the slow prefetch";
+  RecordProperty("waited_ms", std::to_string(waited_ms));
+  RecordProperty("swap_ms", std::to_string(swap_ms));
+  // Admitted after about half of it; without streaming it would wait for all of it (and more).
+  EXPECT_LT(waited_ms, 0.8 * swap_ms) << "production waited for the whole swap-out\n" << log;
+  // The daemon saw it: admitted on room already moved, at least the 0.4 C production needed.
+  ASSERT_TRUE(std::regex_search(
+      log, m, std::regex(R"(admitted while job=opp id=\d+ swaps out: (\d+) of (\d+) bytes)")))
+      << log;
+  EXPECT_GE(std::stoull(m[1]), held + asked - kCapacity);
+  EXPECT_EQ(std::stoull(m[2]), held);
+
+  EXPECT_TRUE(eventually([&] { return swapped_out(opp); }, 5s));
+  EXPECT_EQ(device().bytes_of_pid(0, opp.pid()), 0u) << "all of its memory left the device";
+  EXPECT_EQ(memory_state(daemon.socket, opp.pid()).value("state", ""), "swapped-out");
+
+  // Paused until production frees; then it resumes with every buffer bit-identical.
+  ASSERT_TRUE(opp.send_line("launch 1 0"));
+  EXPECT_FALSE(opp.read_line(300ms)) << "an opportunistic launch ran while swapped out";
+  ASSERT_EQ(prod.ask("free " + std::to_string(*q)), "ok");
+  auto resumed = opp.read_line(10s);
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(*resumed, "ok");
+  EXPECT_EQ(device().bytes_of_pid(0, opp.pid()), held) << "back on the device";
+  for (const auto& [pointer, checksum] : buffers)
+    EXPECT_EQ(opp.ask("checksum " + std::to_string(pointer) + " " + std::to_string(each)), checksum)
+        << "contents changed in a swap round trip";
+  auto state = memory_state(daemon.socket, opp.pid());
+  EXPECT_EQ(state.value("state", ""), "resident");
+  EXPECT_EQ(state.value("swaps_out", 0), 1);
+  EXPECT_EQ(state.value("swaps_in", 0), 1);
+}
+
+// The progress a shim reports is untrusted: the daemon counts it only for the request it made,
+// never beyond the job's swappable memory, and keeps serving everyone else.
+TEST_F(Oversubscription, SwapProgressOfAnotherRequestIsIgnoredAndAnyBytesAreClamped) {
+  const uint64_t held = kCapacity / 10 * 8, asked = kCapacity / 10 * 6;
+  RawClient liar;  // speaks the protocol itself and writes its control block at will
+  ASSERT_TRUE(liar.connect(daemon.socket));
+  int memfd = -1;
+  ASSERT_TRUE(liar.register_job("liar", protocol::JobClass::opportunistic, getpid(), &memfd));
+  ASSERT_GE(memfd, 0);
+  void* page =
+      mmap(nullptr, protocol::kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  ::close(memfd);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* block = static_cast<protocol::ControlBlock*>(page);
+  // 0.8 C of managed memory it says it has (a committed declaration is never refused).
+  protocol::MemDeclare m{};
+  m.handle = 0x7f0000000000;
+  m.bytes = held;
+  m.flags = static_cast<uint32_t>(protocol::MemDeclareFlags::swappable) |
+            static_cast<uint32_t>(protocol::MemDeclareFlags::committed);
+  ASSERT_TRUE(liar.send_frame(protocol::MessageType::mem_declare, &m, sizeof m));
+  ASSERT_TRUE(liar.receive(5s)) << "no answer to the declaration";
+
+  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
+  ASSERT_TRUE(prod.running());
+  ASSERT_TRUE(prod.send_line("alloc " + std::to_string(asked)));
+  ASSERT_TRUE(eventually([&] { return block->memory_request_seq.load() != 0; }, 5s));
+  uint32_t request = block->memory_request_seq.load();
+  EXPECT_EQ(block->memory_target.load(), static_cast<uint32_t>(protocol::Residency::host));
+
+  // Everything "moved", but for a request the daemon never made: production keeps waiting.
+  block->swap_progress_bytes.store(~uint64_t{0});
+  block->swap_progress_seq.store(request + 1);
+  EXPECT_FALSE(prod.read_line(300ms)) << "admitted on progress of another request";
+  EXPECT_EQ(memory_state(daemon.socket, getpid()).value("moved_bytes", uint64_t{1}), 0u);
+
+  // The same absurd count for the request in force: worth at most the job's swappable memory.
+  block->swap_progress_seq.store(request);
+  auto answer = prod.read_line(4s);  // well inside memory.swap_timeout_ms (5 s), which lets through
+  ASSERT_TRUE(answer) << daemon.log();
+  EXPECT_TRUE(ok_number(*answer)) << *answer;
+  EXPECT_FALSE(daemon.log_contains("did not move to host")) << "let through by the timeout";
+  auto state = memory_state(daemon.socket, getpid());
+  EXPECT_EQ(state.value("state", ""), "swapping-out") << "it never acknowledged the request";
+  EXPECT_EQ(state.value("moved_bytes", uint64_t{0}), held);
+  auto free_bytes = ok_number(prod.ask("meminfo"));
+  ASSERT_TRUE(free_bytes);
+  EXPECT_EQ(*free_bytes, kCapacity - asked) << "no underflow in production's view";
+  munmap(page, protocol::kControlBlockSize);
 }
 
 }  // namespace

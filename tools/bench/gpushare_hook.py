@@ -12,6 +12,7 @@ waits for the socket to appear before it starts the workers that connect to it.
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -47,6 +48,24 @@ def stop_daemon(proc):
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+# "POLICY@mps" or "POLICY@mps-thrN": both jobs are also clients of the harness's MPS daemon, so
+# kernels of the two can overlap on the SMs and the policy moves along MPS's frontier; with -thrN the
+# opportunistic job is also confined to N % of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), so
+# that none of its kernels can hold every SM while production waits.
+_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+))?$")
+
+
+def split_policy(policy):
+    """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); no suffix: (.., False, None)."""
+    m = _MPS_SUFFIX.search(policy)
+    bare = policy[:m.start()] if m else policy
+    name, _, params = bare.partition(":")
+    thread_pct = int(m.group(1)) if m and m.group(1) else None
+    if thread_pct is not None and not 1 <= thread_pct <= 100:
+        raise ValueError(f"{policy}: the MPS thread percentage must be 1..100")
+    return name, params, m is not None, thread_pct
 
 
 class Gpushare:
@@ -85,7 +104,7 @@ class Gpushare:
             sock = self.socket(policy)
             # gpushared takes its settings from a config file: one per policy, root may claim
             # production (the harness runs as root), the policy on every device.
-            name, _, params = policy.removesuffix("@mps").partition(":")
+            name, params, _, _ = split_policy(policy)
             config = {"socket": {"path": sock}, "production": [{"uid": os.getuid()}],
                       "policy": {"default": name}, "tick_ms": 50, "log_level": self.log_level}
             if params:
@@ -105,11 +124,12 @@ class Gpushare:
             return (("LD_PRELOAD", self.shim), ("GPUSHARE_SOCKET", self.socket(policy)),
                     ("GPUSHARE_PRIORITY", cls), ("GPUSHARE_REQUIRE_DAEMON", "1"))
 
-        # "POLICY@mps": both jobs are also clients of the harness's MPS daemon, so kernels of the
-        # two can overlap on the SMs and the policy moves along MPS's frontier.
-        mps = policy.endswith("@mps")
+        _, _, mps, thread_pct = split_policy(policy)
+        opp_env = env("opportunistic")
+        if thread_pct is not None:
+            opp_env += (("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(thread_pct)),)
         return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production"), mps=mps),
-                WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), env("opportunistic"), mps=mps)]
+                WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), opp_env, mps=mps)]
 
     def placements(self, pool, baseline, prod_task, opp_task):
         policy = baseline.split(":", 1)[1]

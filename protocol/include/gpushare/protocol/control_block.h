@@ -84,6 +84,16 @@ struct alignas(64) ControlBlock {
   // yet known complete, as of its last launch.
   std::atomic<uint32_t> in_flight;
   std::atomic<uint32_t> in_flight_tracked;
+
+  // Streaming swap-out (docs/memory.md). Added at the end: the offsets above are unchanged.
+  // Shim -> daemon, while it moves memory to host: how much of request swap_progress_seq has left
+  // the device and is known complete (its prefetches synchronised), so that a waiting production
+  // allocation is admitted as soon as enough room is free, not when the whole job is on host.
+  // The shim stores bytes = 0 before it stores a new seq (release), then the bytes after each
+  // allocation: a daemon that reads the seq (acquire) it asked for never gets an older request's
+  // bytes. Untrusted: the daemon clamps the bytes to the job's swappable memory.
+  alignas(64) std::atomic<uint32_t> swap_progress_seq;
+  std::atomic<uint64_t> swap_progress_bytes;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
