@@ -166,6 +166,8 @@ TEST(Config, TheInstalledExampleIsValid) {
   ASSERT_TRUE(r.config) << r.error_text();
   EXPECT_EQ(r.config->socket_path, kDefaultSocketPath);
   EXPECT_FALSE(r.config->production_rules.empty());
+  // The documented default (docs/policies.md, "Which to run"): production protected by tgs.
+  EXPECT_EQ(r.config->default_policy, "tgs");
 }
 
 }  // namespace
