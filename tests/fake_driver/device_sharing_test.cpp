@@ -2,8 +2,11 @@
 // for real, and nothing wedged by a process that dies holding or waiting for the engine.
 // Each test uses its own device file and runs tests/clients/client_workload.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -108,6 +111,27 @@ TEST_F(DeviceSharing, MemoryOfAKilledProcessIsReclaimed) {
   EXPECT_EQ(next.exit_code, 0) << next.out << next.err;
   DeviceView view(dir_.file("device"));
   EXPECT_EQ(view.bytes_of_pid(0, pid), 0u);
+}
+
+// As with a real driver, memory is released when the process exits, before its parent reaps it:
+// a killed, not yet reaped (zombie) holder leaves room for the next allocation.
+TEST_F(DeviceSharing, MemoryOfAKilledButUnreapedProcessIsReclaimed) {
+  Subprocess holder(workload(1000, 30, 48 * kMiB), env());
+  ASSERT_TRUE(wait_until([](const DeviceView& v) { return v.used_bytes(0) == 48 * kMiB; }));
+  ASSERT_EQ(::kill(holder.pid(), SIGKILL), 0);
+  const std::string stat = "/proc/" + std::to_string(holder.pid()) + "/stat";
+  auto zombie = [&] {
+    std::ifstream in(stat);
+    std::string line;
+    std::getline(in, line);
+    auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+  };
+  for (double deadline = now_s() + 10; !zombie() && now_s() < deadline;) usleep(5000);
+  ASSERT_TRUE(zombie()) << "the holder should be a zombie until it is reaped";
+  ProcessResult next = gpushare::testing::run_process(workload(0, 0.01, 32 * kMiB), env());
+  EXPECT_EQ(next.exit_code, 0) << "48 MiB of a dead process still counted\n" << next.out << next.err;
+  holder.kill_and_wait(SIGKILL);
 }
 
 // A process killed while its 10-second kernel holds the engine, and another killed while waiting

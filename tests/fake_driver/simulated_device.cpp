@@ -44,8 +44,22 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// Gone, or a zombie: a real driver releases a process's memory and contexts when it exits (its
+// device files close), not when its parent reaps it. Counting zombies as alive made a test that
+// kills a client see its memory held until the test's own waitpid().
 bool process_is_dead(int pid) {
-  return pid > 0 && kill(pid, 0) == -1 && errno == ESRCH;
+  if (pid <= 0) return false;
+  if (kill(pid, 0) == -1) return errno == ESRCH;
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return errno == ENOENT;
+  // "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  char line[512];
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* close = read ? std::strrchr(line, ')') : nullptr;
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
