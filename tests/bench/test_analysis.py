@@ -8,6 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench"))
 
+import baselines  # noqa: E402
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
 from gpushare_hook import Gpushare, split_policy  # noqa: E402
@@ -154,6 +155,14 @@ class GpushareRows(unittest.TestCase):
                 self.assertFalse(any(k == "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" for k, _ in opp.env))
             finally:
                 gs.stop()
+
+    def test_a_run_with_more_workers_than_fit_is_warned_about(self):
+        specs = baselines.worker_specs("p", "o", ["time-slicing", "mps", "mps-thr30", "mps-thr10"])
+        self.assertIsNone(baselines.worker_count_warning(specs))  # 2 plain + 2 MPS + 2 limited
+        many = specs * 3
+        warning = baselines.worker_count_warning(many)
+        self.assertIn(f"{len(many)} worker processes", warning)
+        self.assertIn("split the configurations", warning)
 
     def test_mps_thread_suffix_confines_only_the_opportunistic_job(self):
         gs = Gpushare(None, None, [], "/nonexistent")

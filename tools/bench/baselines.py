@@ -26,6 +26,21 @@ ALL = ("isolated", "sequential", "time-slicing", "streams", "ticktock", "mps",
 HIGH_PRIORITY = -1
 
 
+# Every worker process lives for the whole run, its CUDA context and model on the GPU: a resnet50
+# b32 training worker holds up to 4.25 GiB, and on the 80 GB H100 a run with 23 workers ran out of
+# device memory at start-up while one with 15 did not (docs/benchmarks.md §4c).
+MAX_WORKERS_WITHOUT_WARNING = 15
+
+
+def worker_count_warning(specs):
+    """A warning for a run that starts more workers than have been seen to fit, else None."""
+    if len(specs) <= MAX_WORKERS_WITHOUT_WARNING:
+        return None
+    return (f"{len(specs)} worker processes, each holding its model on the GPU for the whole run: "
+            f"more than {MAX_WORKERS_WITHOUT_WARNING} (23 resnet50 b32 workers ran out of memory on "
+            f"an 80 GB H100); split the configurations over several runs if rows fail with OOM")
+
+
 def worker_specs(prod, opp, baselines, gpushare=None):
     """Every worker process the listed baselines need (started once, reused by every window)."""
     specs = [WorkerSpec("plain-prod", ((prod, 0),)), WorkerSpec("plain-opp", ((opp, 0),))]

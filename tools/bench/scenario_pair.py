@@ -7,6 +7,8 @@ S5  production switches on and off (bursts); how fast the opportunistic job give
     production starts and takes the GPU back when it stops.
 """
 
+import sys
+
 import baselines as bl
 from harness import Placement
 from experiment import Unit, percentile, spread, throughput
@@ -44,7 +46,10 @@ def _setup(exp, scenario):
         if not gs.available(b):
             skipped[b] = gs.reason(b)
     shared = [b for b in all_rows if b != "isolated" and b not in skipped]
-    exp.pool.start(bl.worker_specs(prod, opp, shared, gs))
+    specs = bl.worker_specs(prod, opp, shared, gs)
+    if warning := bl.worker_count_warning(specs):
+        print(f"  warning: {warning}", file=sys.stderr, flush=True)
+    exp.pool.start(specs)
     return prod, opp, all_rows, shared, skipped, gs
 
 
