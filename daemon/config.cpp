@@ -193,13 +193,9 @@ void parse_policy_parameters(Checker& c, const json& all, Config& config) {
       parameters[key] = value.get<double>();
     }
     if (!numbers) continue;
-    policies::MakePolicyResult made = policies::make_policy(name, parameters);
+    policies::MakePolicyResult made = policies::make_policy(name, parameters, kShimCapabilities);
     if (!made.policy) {
       c.fail(path, made.error);
-      continue;
-    }
-    if (std::string why = unenforceable(name, parameters); !why.empty()) {
-      c.fail(path, why);
       continue;
     }
     config.policy_parameters[name] = parameters;

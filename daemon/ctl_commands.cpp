@@ -213,10 +213,8 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
     if (!error.empty()) return failure("policy " + name + ": " + error);
   }
   // The registry validates names and ranges; a refused choice leaves the current policy in force.
-  policies::MakePolicyResult made = policies::make_policy(name, parameters);
+  policies::MakePolicyResult made = policies::make_policy(name, parameters, kShimCapabilities);
   if (!made.policy) return failure("policy " + name + ": " + made.error);
-  if (std::string why = unenforceable(name, parameters); !why.empty())
-    return failure("policy " + name + ": " + why);
   std::string from = policy_for(static_cast<int>(device));
   runtime_policies_[static_cast<int>(device)] = name;
   runtime_parameters_[static_cast<int>(device)] = parameters;

@@ -7,15 +7,6 @@
 
 namespace gpushare::daemon {
 
-std::string unenforceable(const std::string& name, const policies::Parameters& parameters) {
-  auto gating = parameters.find("kernel_gating");
-  if (name == "priority" && gating != parameters.end() && gating->second != 0)
-    return "kernel_gating=1 needs kernel-level idle gating in the shim, which this build does not "
-           "have (gpushare-sim models it); with it opportunistic jobs would never be paused. Leave "
-           "kernel_gating at 0";
-  return "";
-}
-
 int Scheduler::device_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
   return devices.empty() ? 0 : devices.front();
@@ -25,7 +16,7 @@ Scheduler::DevicePolicy* Scheduler::policy_for(int device, const PolicyChoice& c
   DevicePolicy& slot = devices_[device];
   if (slot.policy && slot.choice.name == choice.name && slot.choice.parameters == choice.parameters)
     return &slot;
-  policies::MakePolicyResult made = policies::make_policy(choice.name, choice.parameters);
+  policies::MakePolicyResult made = policies::make_policy(choice.name, choice.parameters, kShimCapabilities);
   if (!made.policy) {
     // Config and ctl validate before a choice is stored, so this means a bug: keep the old one.
     spdlog::error("device {}: cannot start policy {}: {}", device, choice.name, made.error);

@@ -19,10 +19,8 @@ struct PolicyChoice {
   policies::Parameters parameters;
 };
 
-// Why the daemon cannot carry out `name` with `parameters`, or "" when it can. The policies also
-// serve the simulator, which models gates the shim does not enforce yet; the daemon refuses a
-// choice that depends on one instead of running it with protection silently missing.
-std::string unenforceable(const std::string& name, const policies::Parameters& parameters);
+// The gates this daemon's shim carries out (policies::make_policy refuses a choice needing more).
+inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = false};
 
 class Scheduler {
  public:

@@ -23,7 +23,7 @@ const ParameterSpec kParameters[] = {
     {"kernel_gating", 0, 0, 1,
      "1: while production is busy, let the shim release opportunistic launches whenever production "
      "has nothing in flight, instead of pausing them until the next idle window",
-     true},
+     true, Needs::kernel_idle_gating},
 };
 
 // Growth allowed to an opportunistic job that left part of its share unused (the `fair` default).

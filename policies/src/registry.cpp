@@ -67,7 +67,27 @@ std::string resolve_parameters(std::string_view policy, std::span<const Paramete
   return {};
 }
 
-MakePolicyResult make_policy(std::string_view name, const Parameters& parameters) {
+// Why a parameter's value cannot be carried out with `capabilities`, or "" when it can.
+std::string unsupported(std::span<const ParameterSpec> specs, const Parameters& resolved,
+                        Capabilities capabilities) {
+  for (const ParameterSpec& spec : specs) {
+    const double value = resolved.find(spec.name)->second;
+    if (value == spec.default_value) continue;
+    if (spec.needs == Needs::kernel_idle_gating && !capabilities.kernel_idle_gating) {
+      std::ostringstream error;
+      error << spec.name << "=" << value
+            << " needs kernel-level idle gating in the shim (holding a launch while production "
+               "has kernels in flight), which this build does not have (gpushare-sim models it); "
+               "leave "
+            << spec.name << " at " << spec.default_value;
+      return error.str();
+    }
+  }
+  return {};
+}
+
+MakePolicyResult make_policy(std::string_view name, const Parameters& parameters,
+                             Capabilities capabilities) {
   const Entry* entry = find_entry(name);
   if (!entry) {
     std::string known;
@@ -76,6 +96,7 @@ MakePolicyResult make_policy(std::string_view name, const Parameters& parameters
   }
   Parameters resolved;
   std::string error = resolve_parameters(name, entry->parameters(), parameters, resolved);
+  if (error.empty()) error = unsupported(entry->parameters(), resolved, capabilities);
   if (!error.empty()) return {nullptr, error};
   return {entry->make(resolved), {}};
 }

@@ -164,5 +164,21 @@ TEST(Policies, AnswerEveryJobInOrderEvenWithAZeroWindow) {
   }
 }
 
+// A parameter whose value needs a gate the caller cannot carry out is refused by name; its default,
+// and any value where the caller has the gate (the simulator), are accepted.
+TEST(Registry, AValueNeedingAGateTheCallerLacksIsRefused) {
+  const Capabilities without{.kernel_idle_gating = false};
+  MakePolicyResult refused = make_policy("priority", {{"kernel_gating", 1}}, without);
+  EXPECT_FALSE(refused.policy);
+  EXPECT_EQ(refused.error.rfind("kernel_gating=1 needs kernel-level idle gating", 0), 0u)
+      << refused.error;
+  EXPECT_NE(refused.error.find("leave kernel_gating at 0"), std::string::npos) << refused.error;
+  EXPECT_TRUE(make_policy("priority", {{"kernel_gating", 0}}, without).policy);
+  EXPECT_TRUE(make_policy("priority", {}, without).policy);
+  EXPECT_TRUE(make_policy("priority", {{"kernel_gating", 1}}).policy);
+  for (std::string_view name : policy_names())  // nothing else depends on the gate
+    EXPECT_TRUE(make_policy(name, {}, without).policy) << name;
+}
+
 }  // namespace
 }  // namespace gpushare::policies

@@ -95,6 +95,10 @@ class Policy {
 // Named numeric parameters, e.g. {"target", 0.9}; from the config file or `gpusharectl policy`.
 using Parameters = std::map<std::string, double, std::less<>>;
 
+// What a parameter set away from its default needs from the system that carries out the gates,
+// beyond the policy itself.
+enum class Needs { nothing, kernel_idle_gating };
+
 struct ParameterSpec {
   std::string_view name;
   double default_value;
@@ -102,6 +106,15 @@ struct ParameterSpec {
   double max;
   std::string_view meaning;
   bool whole_number = false;  // counts and switches: 2.5 is refused, not truncated
+  Needs needs = Needs::nothing;
+};
+
+// What the caller of make_policy carries out. The simulator models every gate; the daemon says
+// what its shim enforces, so that a policy depending on a gate the shim lacks is refused instead
+// of running with its protection silently missing.
+struct Capabilities {
+  // Gate::production_idle_only: the shim holds a launch while production has kernels in flight.
+  bool kernel_idle_gating = true;
 };
 
 struct MakePolicyResult {
@@ -109,9 +122,11 @@ struct MakePolicyResult {
   std::string error;
 };
 
-// The registry: "tgs", "priority", "fair", "none". An unknown name or an unknown or out-of-range
-// parameter gives a null policy and an error that names it.
-MakePolicyResult make_policy(std::string_view name, const Parameters& parameters = {});
+// The registry: "tgs", "priority", "fair", "none". An unknown name, an unknown or out-of-range
+// parameter, or one whose value needs what `capabilities` lacks gives a null policy and an error
+// that names it.
+MakePolicyResult make_policy(std::string_view name, const Parameters& parameters = {},
+                             Capabilities capabilities = {});
 std::vector<std::string_view> policy_names();
 // The parameters a policy accepts, with defaults and ranges; empty for an unknown name.
 std::vector<ParameterSpec> parameter_specs(std::string_view name);
