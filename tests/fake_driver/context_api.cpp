@@ -1,6 +1,9 @@
 // Fake driver: initialisation, devices, contexts, streams, events and error strings.
-// Launches are synchronous in the fake, so every stream is always complete, and so is every event
-// unless GPUSHARE_FAKE_EVENT_DELAY_US delays it (see record_event).
+// By default launches are synchronous, so every stream is always complete, and so is every event
+// unless GPUSHARE_FAKE_EVENT_DELAY_US delays it (see record_event). With
+// GPUSHARE_FAKE_ASYNC_KERNELS=1 (kernel_queue.h) a stream is complete when the queue reached its
+// tail (stream_tail), an event when the queue reached the position it was recorded at, and
+// cuCtxSynchronize waits for the whole queue of the current context's device.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,10 +24,15 @@ std::mutex g_primary_lock;
 #define REQUIRE_INIT() \
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
 
-CUresult sync_stream(CUstream stream) {
+// cuStreamSynchronize (`wait`) and cuStreamQuery.
+CUresult sync_stream(CUstream stream, bool wait) {
   REQUIRE_INIT();
   int device = 0;
-  return stream_device(stream, &device);
+  if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  if (!async_kernels()) return CUDA_SUCCESS;
+  const uint64_t tail = stream_tail(stream, device);
+  if (wait) wait_for_position(device, tail);
+  return position_reached(device, tail) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 // GPUSHARE_FAKE_EVENT_DELAY_US: an event completes this long after it is recorded, as if the
@@ -45,7 +53,14 @@ CUresult record_event(CUevent event, CUstream stream) {
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
   e->recorded_ns = now_ns();
   e->complete_ns = e->recorded_ns + event_delay_ns();
+  e->mark = async_kernels() ? mark_position(device, stream_tail(stream, device)) : nullptr;
   return CUDA_SUCCESS;
+}
+
+// When the work before the event was done: the time its queue mark was reached (async mode), the
+// recording time otherwise; 0 while not done.
+uint64_t event_time(const Event& e) {
+  return e.mark ? e.mark->reached_ns.load(std::memory_order_acquire) : e.recorded_ns;
 }
 
 CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
@@ -55,9 +70,9 @@ CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (a->recorded_ns == 0 || b->recorded_ns == 0) return CUDA_ERROR_INVALID_HANDLE;
-  *ms = static_cast<float>(static_cast<double>(b->recorded_ns) -
-                           static_cast<double>(a->recorded_ns)) /
-        1e6f;
+  const uint64_t ta = event_time(*a), tb = event_time(*b);
+  if (ta == 0 || tb == 0) return CUDA_ERROR_NOT_READY;  // as the real driver, for pending events
+  *ms = static_cast<float>(static_cast<double>(tb) - static_cast<double>(ta)) / 1e6f;
   return CUDA_SUCCESS;
 }
 }  // namespace
@@ -100,6 +115,11 @@ CUresult stream_device(CUstream stream, int* device) {
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *device = s->context->device;
   return CUDA_SUCCESS;
+}
+
+uint64_t stream_tail(CUstream stream, int device) {
+  if (Stream* s = as<Stream>(stream)) return s->last_kernel.load(std::memory_order_acquire);
+  return queue_tail(device);
 }
 
 uint64_t now_ns() {
@@ -216,7 +236,9 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 
 CUresult cuCtxSynchronize() {
   REQUIRE_INIT();
-  return t_current != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (async_kernels()) wait_for_position(t_current->device, queue_tail(t_current->device));
+  return CUDA_SUCCESS;
 }
 
 CUresult cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
@@ -241,16 +263,16 @@ CUresult cuStreamDestroy(CUstream stream) {
   return cuStreamDestroy_v2(stream);
 }
 CUresult cuStreamSynchronize(CUstream stream) {
-  return sync_stream(stream);
+  return sync_stream(stream, true);
 }
 CUresult cuStreamSynchronize_ptsz(CUstream stream) {
-  return sync_stream(stream);
+  return sync_stream(stream, true);
 }
 CUresult cuStreamQuery(CUstream stream) {
-  return sync_stream(stream);
+  return sync_stream(stream, false);
 }
 CUresult cuStreamQuery_ptsz(CUstream stream) {
-  return sync_stream(stream);
+  return sync_stream(stream, false);
 }
 
 CUresult cuEventCreate(CUevent* event, unsigned int /*flags*/) {
@@ -272,6 +294,8 @@ CUresult cuEventQuery(CUevent event) {
   REQUIRE_INIT();
   Event* e = as<Event>(event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->mark && e->mark->reached_ns.load(std::memory_order_acquire) == 0)
+    return CUDA_ERROR_NOT_READY;
   return now_ns() >= e->complete_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -279,6 +303,7 @@ CUresult cuEventSynchronize(CUevent event) {
   REQUIRE_INIT();
   Event* e = as<Event>(event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->mark) wait_for_position(e->mark->device, e->mark->position);
   for (uint64_t now = now_ns(); now < e->complete_ns; now = now_ns())
     std::this_thread::sleep_for(std::chrono::nanoseconds(e->complete_ns - now));
   return CUDA_SUCCESS;

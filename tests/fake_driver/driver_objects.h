@@ -1,8 +1,10 @@
 // The fake driver's per-process objects (contexts, streams, events, modules, graphs, pools) and
 // the checks every entry point shares. Handles are pointers to these objects; each starts with a
 // tag, so a foreign or destroyed handle gives CUDA_ERROR_INVALID_HANDLE rather than a crash.
+// In async mode (kernel_queue.h) streams and events are positions in their device's kernel queue.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,8 @@
 #pragma GCC visibility push(default)
 #include "cuda_api.h"
 #pragma GCC visibility pop
+
+#include "kernel_queue.h"
 
 namespace gpushare::fake {
 
@@ -45,13 +49,21 @@ struct Context : Tagged<Tag::context> {
 
 struct Stream : Tagged<Tag::stream> {
   Context* context = nullptr;
+  // Async mode: the queue position of its last kernel (0: none), so that a stream whose kernels
+  // are done reads complete while other streams of the device still have work queued.
+  std::atomic<uint64_t> last_kernel{0};
 };
 
 struct Event : Tagged<Tag::event> {
   uint64_t recorded_ns = 0;  // 0: never recorded
-  // When the work before it counts as done. Kernels run synchronously in the fake, so this is the
-  // recording time, unless GPUSHARE_FAKE_EVENT_DELAY_US models a queue that drains later.
+  // When the work before it counts as done, at the earliest. In sync mode kernels are done when
+  // they return, so this is the recording time, unless GPUSHARE_FAKE_EVENT_DELAY_US models a
+  // queue that drains later (the delay applies in async mode too, on top of `mark`).
   uint64_t complete_ns = 0;
+  // Async mode: the recording stream's position, reached when the kernels before it are done;
+  // its time is the event's timestamp. Shared with the queue, so destroying or re-recording the
+  // event while it is pending is safe. nullptr in sync mode.
+  std::shared_ptr<QueueMark> mark;
 };
 
 // A kernel: `spin_<microseconds>` holds the engine that long, any other name takes no time.
@@ -118,6 +130,10 @@ CUresult current_device(int* device);
 // The device of a stream: its context's, or the current context's for the NULL, legacy and
 // per-thread default streams.
 CUresult stream_device(CUstream stream, int* device);
+// Async mode: the queue position that stands for a stream's work so far: a created stream's last
+// kernel; the whole device queue for the NULL, legacy and per-thread default streams (the
+// simplification: they wait for, and are waited for by, every stream of the process).
+uint64_t stream_tail(CUstream stream, int device);
 bool valid_device(CUdevice device);
 
 uint64_t now_ns();

@@ -1,6 +1,9 @@
-// Fake driver: modules, kernels, launches and graphs. A launch runs its kernel on the simulated
-// device's one engine and returns when the kernel is done (the fake's documented simplification:
-// no asynchronous queue).
+// Fake driver: modules, kernels, launches and graphs. By default a launch runs its kernel on the
+// simulated device's one engine and returns when the kernel is done (synchronous: the fake's
+// documented simplification). With GPUSHARE_FAKE_ASYNC_KERNELS=1 every launch (cuLaunchKernel,
+// cuLaunchKernelEx, cuLaunchCooperativeKernel, their _ptsz variants, the multi-device cooperative
+// launch and cuGraphLaunch(_ptsz), one queued kernel per graph node) queues its kernels on the
+// device's kernel queue and returns at once; kernel_queue.h describes the queue.
 #include <cstdlib>
 #include <cstring>
 
@@ -24,6 +27,19 @@ uint64_t kernel_duration_ns(const char* name) {
   return us * 1000ull;
 }
 
+// Runs a kernel now (sync mode), or queues it behind the stream's earlier work (async mode) and
+// moves the stream's tail to it.
+void submit(CUstream stream, int device, uint64_t duration_ns) {
+  if (!async_kernels()) return run_kernel(device, duration_ns);
+  const uint64_t position = enqueue_kernel(device, duration_ns);
+  if (Stream* s = as<Stream>(stream)) {
+    // Two threads may launch into one stream: the tail only moves forward.
+    uint64_t tail = s->last_kernel.load(std::memory_order_relaxed);
+    while (tail < position && !s->last_kernel.compare_exchange_weak(tail, position)) {
+    }
+  }
+}
+
 bool valid_grid(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz) {
   return gx != 0 && gy != 0 && gz != 0 && bx != 0 && by != 0 && bz != 0;
 }
@@ -36,7 +52,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (!valid_grid(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
   int device = 0;
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
-  run_kernel(device, kernel->duration_ns);
+  submit(stream, device, kernel->duration_ns);
   return CUDA_SUCCESS;
 }
 
@@ -53,7 +69,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream) {
   if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   int device = 0;
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
-  for (const Function* kernel : g->kernels) run_kernel(device, kernel->duration_ns);
+  for (const Function* kernel : g->kernels) submit(stream, device, kernel->duration_ns);
   return CUDA_SUCCESS;
 }
 }  // namespace
@@ -148,8 +164,8 @@ CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* list, unsigned
     }
   }
   for (unsigned i = 0; i < devices; ++i) {
-    run_kernel(as<Stream>(list[i].hStream)->context->device,
-               as<Function>(list[i].function)->duration_ns);
+    submit(list[i].hStream, as<Stream>(list[i].hStream)->context->device,
+           as<Function>(list[i].function)->duration_ns);
   }
   return CUDA_SUCCESS;
 }

@@ -1,6 +1,8 @@
 // Fake driver: device memory. A CUdeviceptr is the address of real host memory (an anonymous
 // mapping), so copies are memcpy and contents are real; the bytes are accounted on the simulated
 // device, shared by all processes, so running out of memory happens between processes for real.
+// In async mode (kernel_queue.h) copies and memsets first wait for every kernel the process has
+// queued, as the legacy default stream waits for the other streams, so data stays in order.
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -279,6 +281,7 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   REQUIRE_INIT();
   if (dst == 0 || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  wait_for_all_queues();
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return CUDA_SUCCESS;
 }
@@ -289,6 +292,7 @@ CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t bytes) {
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
   REQUIRE_INIT();
   if (dst == nullptr || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  wait_for_all_queues();
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return CUDA_SUCCESS;
 }
@@ -299,6 +303,7 @@ CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t bytes) {
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
   REQUIRE_INIT();
   if (dst == 0) return CUDA_ERROR_INVALID_VALUE;
+  wait_for_all_queues();
   std::memset(reinterpret_cast<void*>(dst), value, count);
   return CUDA_SUCCESS;
 }

@@ -19,8 +19,8 @@ DeviceFile* open_device_file();
 int device_count();
 
 // Runs one kernel on `device`: waits for the engine in FIFO order across processes, holds it for
-// `duration_ns` (sleeping to an absolute deadline) and releases it. Synchronous: the fake has no
-// queue, a launch returns when its kernel is done.
+// `duration_ns` (sleeping to an absolute deadline) and releases it. Synchronous: a launch calls it
+// directly by default; in async mode (kernel_queue.h) the device queue's executor thread does.
 void run_kernel(int device, uint64_t duration_ns);
 
 enum class MemoryResult { ok, out_of_memory, too_many_processes };
