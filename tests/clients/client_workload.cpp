@@ -1,6 +1,13 @@
 // A steady GPU job for end-to-end tests: launches spin kernels of U microseconds back to back
 // (with an optional sleep of G microseconds between them) for S seconds, optionally holding
 // device memory, and reports its kernel rate.
+//
+// Step mode, for training/inference loops (useful with the fake's GPUSHARE_FAKE_ASYNC_KERNELS=1,
+// where launches return before their kernels ran): a step is --kernels-per-step N launches
+// (default 1), then with --sync-every-step a cuStreamSynchronize, then the --gap-us sleep (so the
+// gap is between steps; with N = 1 that is between kernels, as before). It also reports "steps"
+// and "steps_per_s". Without --sync-every-step on an asynchronous driver the counts are of
+// launches, which may run ahead of the device by the driver's queue.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -27,7 +34,12 @@ int main(int argc, char** argv) {
   int device = 0;
   app.add_option("--kernel-us", kernel_us, "duration of each kernel");
   app.add_option("--seconds", seconds, "how long to run")->required();
-  app.add_option("--gap-us", gap_us, "sleep between kernels");
+  app.add_option("--gap-us", gap_us, "sleep between steps (a step is one kernel by default)");
+  unsigned kernels_per_step = 1;
+  bool sync_every_step = false;
+  app.add_option("--kernels-per-step", kernels_per_step, "launches per step")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--sync-every-step", sync_every_step, "cuStreamSynchronize after each step");
   app.add_option("--alloc-bytes", alloc_bytes, "device memory held while running");
   app.add_option("--device", device);
   app.add_flag("--ptds", per_thread);
@@ -55,23 +67,33 @@ int main(int argc, char** argv) {
   if (alloc_bytes > 0 && api.mem_alloc(&held, alloc_bytes) != CUDA_SUCCESS) {
     return print_result({{"error", "out of memory"}});
   }
-  const timespec gap{0, static_cast<long>(gap_us) * 1000};
-  long long kernels = 0;
-  for (double settle_end = now_s() + settle; now_s() < settle_end;) {
-    if (api.launch_kernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS)
-      return print_result({{"error", "launch failed"}});
+  const timespec gap{static_cast<time_t>(gap_us / 1'000'000),
+                     static_cast<long>(gap_us % 1'000'000) * 1000};
+  // One step: its launches, the optional synchronisation, the gap. "" or what failed.
+  auto step = [&]() -> std::string {
+    for (unsigned k = 0; k < kernels_per_step; ++k) {
+      if (api.launch_kernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS)
+        return "launch failed";
+    }
+    if (sync_every_step && api.stream_synchronize(stream) != CUDA_SUCCESS)
+      return "synchronize failed";
     if (gap_us > 0) nanosleep(&gap, nullptr);
+    return "";
+  };
+  for (double settle_end = now_s() + settle; now_s() < settle_end;) {
+    if (std::string error = step(); !error.empty()) return print_result({{"error", error}});
   }
+  long long steps = 0;
   double start = now_s(), elapsed = 0;
   do {
-    if (api.launch_kernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS) {
-      return print_result({{"error", "launch failed"}});
-    }
-    ++kernels;
-    if (gap_us > 0) nanosleep(&gap, nullptr);
+    if (std::string error = step(); !error.empty()) return print_result({{"error", error}});
+    ++steps;
     elapsed = now_s() - start;
   } while (elapsed < seconds);
+  const long long kernels = steps * kernels_per_step;
   return print_result({{"kernels", kernels},
                        {"seconds", elapsed},
-                       {"kernels_per_s", static_cast<double>(kernels) / elapsed}});
+                       {"kernels_per_s", static_cast<double>(kernels) / elapsed},
+                       {"steps", steps},
+                       {"steps_per_s", static_cast<double>(steps) / elapsed}});
 }
