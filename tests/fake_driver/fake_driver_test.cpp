@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -283,6 +284,28 @@ TEST_F(FakeDriver, KernelsHoldTheEngineForTheirDuration) {
   EXPECT_EQ(view_->tickets_taken(0), view_->tickets_served(0));
   cuEventDestroy_v2(start);
   cuEventDestroy_v2(end);
+}
+
+// The default, without GPUSHARE_FAKE_ASYNC_KERNELS: a launch returns when its kernel is done, so
+// the stream and an event recorded after it are complete at once (async_kernels_test.cpp has the
+// other mode).
+TEST_F(FakeDriver, LaunchesAreSynchronousByDefault) {
+  CUstream stream = nullptr;
+  CUevent event = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&event, 0), CUDA_SUCCESS);
+  const uint64_t kernels = view_->kernels(0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(cuLaunchKernel(kernel("spin_20000"), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
+            CUDA_SUCCESS);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  EXPECT_EQ(view_->kernels(0), kernels + 1);
+  ASSERT_EQ(cuEventRecord(event, stream), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(event), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(nullptr), CUDA_SUCCESS);
+  cuEventDestroy_v2(event);
+  cuStreamDestroy_v2(stream);
 }
 
 TEST_F(FakeDriver, GraphAndMultiDeviceLaunchesRunEveryKernel) {
