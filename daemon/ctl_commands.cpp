@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <set>
 
 #include "server.h"
@@ -138,6 +139,9 @@ json Server::ctl_jobs() {
                     {"memory_state", memory_json(job, true)},  // memory_ctl.cpp
                     {"memory", memory},
                     {"age_s", std::chrono::duration<double>(now - job.registered).count()}});
+    // Production jobs' completion signal (shim/completions.h), where the shim publishes it.
+    if (std::optional<uint64_t> completed = job.block.completed_launches())
+      jobs.back()["completed_launches"] = std::min(*completed, job.rate.last());
   }
   return {{"ok", true}, {"jobs", jobs}};
 }

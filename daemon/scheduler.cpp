@@ -2,10 +2,27 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
 namespace gpushare::daemon {
+
+namespace {
+
+// Kernels completed since the last tick, from the shim's completed launch number (untrusted: it
+// may not pass the launches counted, nor go backwards within one registration). Nothing until
+// two samples of a tracking shim exist.
+std::optional<uint64_t> completed_in_window(std::optional<uint64_t>& previous,
+                                            std::optional<uint64_t> now, uint64_t launches) {
+  std::optional<uint64_t> before = previous;
+  if (now) now = std::min(*now, launches);
+  previous = now;
+  if (!now || !before || *now < *before) return std::nullopt;
+  return *now - *before;
+}
+
+}  // namespace
 
 int Scheduler::device_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
@@ -59,6 +76,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // The shim publishes its in-flight count at each launch it makes under a bound: without a
     // bound, or without a launch in this window, the value may be stale, so it is not passed on.
     if (seen.max_in_flight > 0 && o.launches > 0) o.in_flight = job.block.in_flight();
+    o.completed = completed_in_window(seen.completed, job.block.completed_launches(), launches);
     seen.launches = launches;
     seen.gate_waits = waits;
     seen.first = false;
@@ -98,6 +116,12 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       // Production jobs never get a bound: their launches must not wait on their own queue.
       const uint32_t bound =
           job->second->granted == protocol::JobClass::production ? 0 : gate.max_in_flight;
+      const uint32_t stride =
+          job->second->granted == protocol::JobClass::production ? kCompletionStride : 0;
+      if (stride != seen.completion_stride) {
+        job->second->block.set_completion_stride(stride);
+        seen.completion_stride = stride;
+      }
       if (bound != seen.max_in_flight) {
         job->second->block.set_max_in_flight(bound);
         seen.max_in_flight = bound;

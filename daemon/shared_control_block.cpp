@@ -86,6 +86,16 @@ std::optional<uint32_t> SharedControlBlock::in_flight() const {
   return std::min(block_->in_flight.load(std::memory_order_relaxed), kMostInFlight);
 }
 
+void SharedControlBlock::set_completion_stride(uint32_t stride) {
+  if (block_) block_->completion_stride.store(stride, std::memory_order_relaxed);
+}
+
+std::optional<uint64_t> SharedControlBlock::completed_launches() const {
+  if (!block_ || block_->completion_tracked.load(std::memory_order_relaxed) != 1)
+    return std::nullopt;
+  return block_->completed_launches.load(std::memory_order_relaxed);
+}
+
 uint64_t SharedControlBlock::gate_waits() const {
   return block_ ? block_->gate_waits.load(std::memory_order_relaxed) : 0;
 }

@@ -43,6 +43,11 @@ class SharedControlBlock {
   // The shim's count of its launches not known complete, when it tracks them; clamped (the value
   // comes from the client).
   std::optional<uint32_t> in_flight() const;
+  // The completion stride (a power of two; 0: no completion marks), read by the shim's poller.
+  void set_completion_stride(uint32_t stride);
+  // The launch number of the shim's latest completed mark, when it tracks completions; the caller
+  // clamps it against launches() (the value comes from the client).
+  std::optional<uint64_t> completed_launches() const;
   // The mapped page, for the memory broker's fields (daemon/memory_swap.cpp); null when empty.
   protocol::ControlBlock* page() const { return block_; }
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "accounting.h"
+#include "completions.h"
 #include "gate.h"
 #include "hooks.h"
 #include "in_flight.h"
@@ -39,13 +40,17 @@ template <Hook H, class... A>
 inline CUresult launch(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  const uint32_t bound = in_flight_bound(pass_gate(1));
+  const GatePass pass = pass_gate(1);
+  const uint32_t bound = in_flight_bound(pass.block);
   if (bound) [[unlikely]]
     in_flight_before_launch(bound, launch_stream(args...), kPerThreadStream<H>);
   CUresult result = fn(args...);
   if (bound) [[unlikely]]
     in_flight_after_launch(bound, launch_stream(args...), kPerThreadStream<H>,
                            result == CUDA_SUCCESS);
+  if (completion_mark_due(pass.ticket)) [[unlikely]]
+    completion_mark(pass.ticket, launch_stream(args...), kPerThreadStream<H>,
+                    result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }
@@ -66,13 +71,15 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
-  protocol::ControlBlock* block = pass_gate(1);
-  block->graph_launches.fetch_add(1, std::memory_order_relaxed);
-  const uint32_t bound = in_flight_bound(block);
+  const GatePass pass = pass_gate(1);
+  pass.block->graph_launches.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t bound = in_flight_bound(pass.block);
   if (bound) [[unlikely]] in_flight_before_launch(bound, stream, kPerThreadStream<H>);
   CUresult result = fn(graph, stream);
   if (bound) [[unlikely]]
     in_flight_after_launch(bound, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
+  if (completion_mark_due(pass.ticket)) [[unlikely]]
+    completion_mark(pass.ticket, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }
@@ -81,6 +88,7 @@ template <Hook H>
 inline CUresult init(unsigned int flags) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
+  daemon_link_before_init();  // CUDA_MPS_* must be in the environment before the driver reads it
   CUresult result = fn(flags);
   if (result == CUDA_SUCCESS) result = on_first_init();
   count_call(H, result == CUDA_SUCCESS);

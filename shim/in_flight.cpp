@@ -6,6 +6,7 @@
 
 #include "driver_calls.h"
 #include "log.h"
+#include "stream_capture.h"
 
 namespace gpushare::shim {
 namespace {
@@ -14,36 +15,6 @@ namespace {
 // count well under it.
 uint64_t record_every(uint32_t bound) {
   return bound / 2 > 0 ? bound / 2 : 1;
-}
-
-// Event calls are "potentially unsafe" during a stream capture in global mode: made from a thread
-// while another captures, they would invalidate that capture. The tracker's calls run in relaxed
-// mode (the mechanism CUDA provides to libraries for this), and a launch into a capturing stream
-// is not tracked at all: it runs nothing until its graph is launched, and an event recorded there
-// would become a node of the program's graph.
-class RelaxedCapture {
- public:
-  RelaxedCapture() {
-    if (auto fn = driver_calls().exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
-  }
-  ~RelaxedCapture() {
-    if (active_) driver_calls().exchange_capture_mode(&mode_);
-  }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
- private:
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-  bool active_ = false;
-};
-
-bool capturing(CUstream stream, bool per_thread) {
-  const DriverCalls& d = driver_calls();
-  auto fn =
-      per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz : d.stream_is_capturing;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  // A failed query (an invalidated capture, say) counts as capturing: leave that stream alone.
-  return fn && (fn(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE);
 }
 
 class Tracker {

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "accounting.h"
+#include "completions.h"
 #include "daemon_link.h"
 #include "dlsym.h"
 #include "families.h"
@@ -27,6 +28,7 @@ void after_fork_in_child() {
   reset_accounting_after_fork();
   daemon_link_after_fork_child();
   in_flight_reset_after_fork();
+  completions_reset_after_fork();
 }
 
 __attribute__((constructor)) void on_load() {
@@ -49,6 +51,7 @@ CUresult on_first_init() {
                 s.socket_path.c_str());
     return CUDA_ERROR_NOT_PERMITTED;
   }
+  completions_start();  // follows the daemon's completion stride (production jobs)
   g_registered.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }

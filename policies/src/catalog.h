@@ -11,6 +11,9 @@
 
 namespace gpushare::policies {
 
+std::span<const ParameterSpec> harvest_parameters();
+std::unique_ptr<Policy> make_harvest(const Parameters& resolved);
+
 std::span<const ParameterSpec> tgs_parameters();
 std::unique_ptr<Policy> make_tgs(const Parameters& resolved);
 

@@ -15,6 +15,7 @@ struct Entry {
 };
 
 const Entry kEntries[] = {
+    {"harvest", harvest_parameters, make_harvest},
     {"tgs", tgs_parameters, make_tgs},
     {"priority", priority_parameters, make_priority},
     {"fair", fair_parameters, make_fair},

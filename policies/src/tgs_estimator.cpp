@@ -20,6 +20,7 @@ constexpr double kMaxNoiseDeviation = 0.25;
 }  // namespace
 
 uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_before) {
+  if (job.completed) return *job.completed;
   if (!job.in_flight || !in_flight_before) return job.launches;
   const int64_t completed = static_cast<int64_t>(job.launches) + *in_flight_before - *job.in_flight;
   return completed > 0 ? static_cast<uint64_t>(completed) : 0;

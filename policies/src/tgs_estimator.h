@@ -39,7 +39,8 @@ struct EstimatorSettings {
   size_t solo_samples = 0;
 };
 
-// Production's progress in a window: the kernels it completed, which are its launches less the
+// Production's progress in a window: the kernels it completed as its shim's completion marks tell
+// (JobObservation::completed), else its launches less the
 // growth of its queue where the shim publishes the in-flight count. Launches alone arrive in bursts
 // (a training step queues its kernels in a few ms, then waits for them), so per-window launch
 // counts swing by a whole step; completions follow the GPU and do not.

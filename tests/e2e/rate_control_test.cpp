@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -82,7 +83,12 @@ nlohmann::json config_with_policy(const std::string& policy) {
 
 // Two saturating jobs: without a daemon the engine is shared about half and half; with `tgs`
 // production keeps at least 0.9 of its rate alone.
-TEST(RateControl, TgsHoldsASaturatingProductionJobNearItsSoloRate) {
+// The closed-loop policies: `tgs` (from a small limit up) and `harvest` (the default: from no limit
+// down). Both must hold production and let the opportunistic job into production's gaps.
+class ClosedLoop : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(RateControl, ClosedLoop, ::testing::Values("tgs", "harvest"));
+
+TEST_P(ClosedLoop, HoldsASaturatingProductionJobNearItsSoloRate) {
   TempDir dir;
   std::string device = dir / "device";
   Workload w{.kernel_us = 2000, .gap_us = 0, .settle_s = 2.5, .seconds = 3};
@@ -94,20 +100,21 @@ TEST(RateControl, TgsHoldsASaturatingProductionJobNearItsSoloRate) {
   Pair plain = together(dir, device, "", w, w);
   double plain_nt = plain.production / production_alone;
 
-  Daemon daemon(dir, config_with_policy("tgs"));
+  Daemon daemon(dir, config_with_policy(GetParam()));
   ASSERT_TRUE(daemon.start()) << daemon.log();
   Pair tgs = together(dir, device, daemon.socket, w, w);
   double tgs_nt = tgs.production / production_alone;
 
   RecordProperty("production_alone_kernels_per_s", std::to_string(production_alone));
-  std::printf("production alone %.0f/s; no daemon NT %.3f (opp %.0f/s); tgs NT %.3f (opp %.0f/s)\n",
-              production_alone, plain_nt, plain.opportunistic, tgs_nt, tgs.opportunistic);
+  std::printf("production alone %.0f/s; no daemon NT %.3f (opp %.0f/s); %s NT %.3f (opp %.0f/s)\n",
+              production_alone, plain_nt, plain.opportunistic, GetParam().c_str(), tgs_nt,
+              tgs.opportunistic);
   EXPECT_LE(plain_nt, 0.6);
   EXPECT_GE(tgs_nt, 0.9);
 }
 
 // Production with idle gaps: the opportunistic job gets real work done in them.
-TEST(RateControl, OpportunisticJobUsesProductionsIdleGaps) {
+TEST_P(ClosedLoop, OpportunisticJobUsesProductionsIdleGaps) {
   TempDir dir;
   std::string device = dir / "device";
   Workload production{.kernel_us = 2000, .gap_us = 6000, .settle_s = 2.5, .seconds = 3};
@@ -119,13 +126,13 @@ TEST(RateControl, OpportunisticJobUsesProductionsIdleGaps) {
   production_solo.settle_s = 0.5;
   double production_alone = alone(dir, device, "prod-alone", production_solo);
 
-  Daemon daemon(dir, config_with_policy("tgs"));
+  Daemon daemon(dir, config_with_policy(GetParam()));
   ASSERT_TRUE(daemon.start()) << daemon.log();
   Pair tgs = together(dir, device, daemon.socket, production, opportunistic);
   double production_nt = tgs.production / production_alone;
   double opportunistic_nt = tgs.opportunistic / opportunistic_alone;
-  std::printf("tgs with gaps: production NT %.3f, opportunistic NT %.3f\n", production_nt,
-              opportunistic_nt);
+  std::printf("%s with gaps: production NT %.3f, opportunistic NT %.3f\n", GetParam().c_str(),
+              production_nt, opportunistic_nt);
   EXPECT_GT(opportunistic_nt, 0.2);
   EXPECT_GE(production_nt, 0.9);
 }
@@ -157,4 +164,40 @@ TEST(RateControl, InFlightBoundHoldsAnOpportunisticQueueButNeverProduction) {
   EXPECT_LE(bounded, 1.5 * most);
   EXPECT_GE(bounded, 0.1 * most);  // held, not stopped
   EXPECT_GT(production, 10 * most);
+}
+
+// The completion signal: a production job's shim records a mark every 32 launches and its poller
+// publishes the latest one complete; the daemon shows it (`gpusharectl jobs -o json`,
+// "completed_launches"). The fake driver's events complete 20 ms after they are recorded, so the
+// count trails the launches but follows them. An opportunistic job records no marks.
+TEST(RateControl, ProductionPublishesCompletionsAndOpportunisticJobsDoNot) {
+  TempDir dir;
+  std::string device = dir / "device";
+  Workload w{.kernel_us = 200, .gap_us = 0, .settle_s = 0, .seconds = 3, .event_delay_us = 20'000};
+  Daemon daemon(dir, config_with_policy("harvest"));
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ChildProcess p = start_workload(dir, device, daemon.socket, "prod", "production", w);
+  ChildProcess o = start_workload(dir, device, daemon.socket, "opp", "opportunistic", w);
+  uint64_t first = 0, last = 0, launches = 0;
+  bool opportunistic_tracked = false;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(50ms);
+    for (const nlohmann::json& job : list_jobs(daemon.socket)) {
+      if (job.value("job", "") == "opp")
+        opportunistic_tracked = opportunistic_tracked || job.contains("completed_launches");
+      if (job.value("job", "") != "prod" || !job.contains("completed_launches")) continue;
+      last = job["completed_launches"].get<uint64_t>();
+      launches = job["launches"].get<uint64_t>();
+      if (first == 0) first = last;
+    }
+  }
+  rate_of(p, dir, "prod");
+  rate_of(o, dir, "opp");
+  std::printf("completed launches %llu -> %llu (launches %llu)\n",
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(last),
+              static_cast<unsigned long long>(launches));
+  EXPECT_GT(first, 0u);
+  EXPECT_GT(last, first);  // it follows the job
+  EXPECT_LE(last, launches);
+  EXPECT_FALSE(opportunistic_tracked);
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "gpushare/policies/policy.h"
@@ -140,5 +141,38 @@ class SharedGpuModel {
   uint64_t now_ns_ = 0;
   uint64_t noise_state_ = 42;
 };
+
+// Runs `ticks` ticks and returns the GPU share of job `id` in each.
+inline std::vector<double> run(SharedGpuModel& gpu, Policy& policy, int ticks, uint64_t id) {
+  std::vector<double> shares;
+  for (int t = 0; t < ticks; ++t) {
+    gpu.tick(policy);
+    shares.push_back(gpu.job(id).share);
+  }
+  return shares;
+}
+
+// Production's share per control period (4 ticks), leaving out the windows in which a probe held
+// the opportunistic jobs: production runs alone then, above target by design (every 5 s).
+inline std::vector<double> production_per_period(SharedGpuModel& gpu, Policy& policy, int ticks) {
+  std::vector<double> periods, window;
+  for (int t = 0; t < ticks; ++t) {
+    bool probing = false;
+    for (const ModelJob& job : gpu.jobs())
+      probing = probing || (job.job_class == JobClass::opportunistic && job.gate.paused);
+    gpu.tick(policy);
+    if (probing) continue;
+    window.push_back(gpu.job(1).share);
+    if (window.size() == 4) {
+      periods.push_back((window[0] + window[1] + window[2] + window[3]) / 4);
+      window.clear();
+    }
+  }
+  return periods;
+}
+
+inline double mean(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
 
 }  // namespace gpushare::policies::testing

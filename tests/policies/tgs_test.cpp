@@ -11,6 +11,9 @@ namespace {
 
 using testing::ModelJob;
 using testing::SharedGpuModel;
+using testing::mean;
+using testing::production_per_period;
+using testing::run;
 
 constexpr int kTicksPerSecond = 20;  // 50 ms windows
 constexpr double kTarget = 0.95;
@@ -27,39 +30,6 @@ ModelJob production(uint64_t id, double ns_per_launch = 100'000) {
 }
 ModelJob opportunistic(uint64_t id, double ns_per_launch = 200'000) {
   return {.id = id, .job_class = JobClass::opportunistic, .ns_per_launch = ns_per_launch};
-}
-
-// Runs `ticks` ticks and returns the GPU share of job `id` in each.
-std::vector<double> run(SharedGpuModel& gpu, Policy& policy, int ticks, uint64_t id) {
-  std::vector<double> shares;
-  for (int t = 0; t < ticks; ++t) {
-    gpu.tick(policy);
-    shares.push_back(gpu.job(id).share);
-  }
-  return shares;
-}
-
-// Production's share per control period (4 ticks), leaving out the windows in which a probe held
-// the opportunistic jobs: production runs alone then, above target by design (every 5 s).
-std::vector<double> production_per_period(SharedGpuModel& gpu, Policy& policy, int ticks) {
-  std::vector<double> periods, window;
-  for (int t = 0; t < ticks; ++t) {
-    bool probing = false;
-    for (const ModelJob& job : gpu.jobs())
-      probing = probing || (job.job_class == JobClass::opportunistic && job.gate.paused);
-    gpu.tick(policy);
-    if (probing) continue;
-    window.push_back(gpu.job(1).share);
-    if (window.size() == 4) {
-      periods.push_back((window[0] + window[1] + window[2] + window[3]) / 4);
-      window.clear();
-    }
-  }
-  return periods;
-}
-
-double mean(const std::vector<double>& values) {
-  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
 TEST(Tgs, ConvergesToHoldProductionWithinThreePercentOfTarget) {

@@ -34,6 +34,9 @@ struct JobObservation {
   std::optional<uint64_t> busy_ns = std::nullopt;
   // Kernels launched but not yet known complete at the end of the window, where the shim tracks it.
   std::optional<uint32_t> in_flight = std::nullopt;
+  // Kernels the GPU finished in this window, where the shim publishes completion marks (the
+  // daemon asks production jobs to): a signal that follows the GPU, where launches follow the CPU.
+  std::optional<uint64_t> completed = std::nullopt;
 };
 
 struct DeviceObservation {

@@ -94,6 +94,18 @@ struct alignas(64) ControlBlock {
   // bytes. Untrusted: the daemon clamps the bytes to the job's swappable memory.
   alignas(64) std::atomic<uint32_t> swap_progress_seq;
   std::atomic<uint64_t> swap_progress_bytes;
+
+  // Completion signal (docs/protocol.md). Added at the end: the offsets above are unchanged.
+  // Daemon -> shim: record a completion mark (an event on the launch's stream) at every launch
+  // whose number is a multiple of this power of two; 0: no marks. Production jobs get one, so
+  // that the policies see the work the GPU finished, not only what the CPU queued.
+  alignas(64) std::atomic<uint32_t> completion_stride;
+  // Shim -> daemon, while completion_tracked = 1: the launch number of the latest mark known
+  // complete (every launch before it on that mark's stream has finished), and how many marks are
+  // recorded but not yet seen complete. Untrusted: the daemon never lets completed pass launches.
+  std::atomic<uint32_t> completion_tracked;
+  std::atomic<uint64_t> completed_launches;
+  std::atomic<uint32_t> marks_pending;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");

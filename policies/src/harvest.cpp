@@ -1,0 +1,319 @@
+// `harvest`: give the opportunistic jobs everything production does not measurably miss
+// (docs/policies.md "harvest"). The installed default.
+//
+// Why: `tgs` starts an opportunistic job from a small launch rate and grows it while production
+// keeps its target, so the noise of its signal decides how much is harvested; on the H100 it
+// harvested 0.22-0.58 of a gappy production job's leftovers where plain MPS client priority took
+// 0.8-0.96 for free. `harvest` inverts the default: opportunistic work runs unthrottled (on MPS with
+// client priority 1 where the daemon provides it, so its kernels fill production's gaps at kernel
+// granularity) and is throttled only when production's measured progress falls below `target` of
+// its solo rate by more than the measured noise.
+//
+// Signal: production's kernels completed per control period (completion marks of its shim; its
+// launches where it publishes none), smoothed, with its period-to-period noise (tgs_estimator.h).
+// Solo rate: the median of short probes (opportunistic work paused for one window to drain, then
+// one period measured): at production's arrival, then every `probe_interval_ms` of busy production
+// time, 5 % of the opportunistic job's time at the defaults. Never a long profiling pause.
+// Actuator: the opportunistic class's launches per second, unlimited until the first measured
+// shortfall, then AIMD: a shortfall within `tolerance` + noise cuts the limit in proportion, a
+// large one halves it, headroom adds `increase` of the unthrottled rate per period; a limit the
+// class no longer uses while production keeps its target returns to unlimited.
+// Yield: every production job idle for `idle_windows` windows: unlimited; production back: the
+// limit in force before the idle phase applies from the very next window.
+#include <algorithm>
+#include <map>
+
+#include "catalog.h"
+#include "class_sharing.h"
+#include "share.h"
+#include "tgs_estimator.h"
+
+namespace gpushare::policies {
+namespace {
+
+using tgs::EstimatorSettings;
+using tgs::ProductionJob;
+
+const ParameterSpec kParameters[] = {
+    {"target", 0.95, 0.5, 1.0, "fraction of its solo rate each production job must keep"},
+    {"tolerance", 0.02, 0.005, 0.2,
+     "shortfall below the target (beyond the noise) that earns the full proportional decrease"},
+    {"halve_deviation", 0.1, 0.02, 0.5,
+     "shortfall (beyond the noise) at which the limit is halved instead"},
+    {"decrease", 0.25, 0.01, 0.9, "largest proportional decrease of the limit per period"},
+    {"increase", 0.05, 0.001, 0.5,
+     "increase of the limit per period with production at or above target, as a fraction of the "
+     "opportunistic class's unthrottled rate"},
+    {"control_period_ms", 200, 10, 10'000,
+     "busy production time over which rates are measured and the limit moves once"},
+    {"smoothing", 0.5, 0.05, 1.0, "weight of a new period in each production job's rate estimate"},
+    {"noise_margin", 1.0, 0, 10,
+     "standard errors of the rate estimate that a shortfall must exceed before it counts"},
+    {"probe_interval_ms", 5000, 0, 600'000,
+     "busy production time between probes of its solo rate (opportunistic work paused for one "
+     "window plus one period); 0 probes only when a production job arrives"},
+    {"solo_samples", 5, 1, 32, "recent probes whose median is each production job's solo rate",
+     true},
+    {"idle_windows", 3, 1, 100,
+     "windows with every production job idle before opportunistic work runs unlimited", true},
+    {"in_flight", 0, 0, 1024, "kernels each opportunistic job may have in flight; 0 is no bound",
+     true},
+};
+
+// Periods in a row at or above target with the limit unused before the limit is lifted.
+constexpr int kLiftPeriods = 5;
+// A limit this many times what the class used in a period is not holding it back.
+constexpr double kUnusedFactor = 1.5;
+// The lowest limit, as a fraction of the unthrottled rate: enough for the law to keep seeing the
+// effect of its limit (one resnet50 step every few seconds), at most 1 % of production's time.
+constexpr double kFloorFraction = 0.01;
+// Growth allowed to an opportunistic job that left part of its share unused (the `fair` default).
+constexpr double kSharingHeadroom = 0.05;
+
+struct OpportunisticJob {
+  double carry = 0;
+  bool backlogged = false;  // waited at its gate in the last window
+};
+
+enum class Probe { off, settling, measuring };
+
+class HarvestPolicy final : public Policy {
+ public:
+  explicit HarvestPolicy(const Parameters& p)
+      : target_(p.at("target")),
+        tolerance_(p.at("tolerance")),
+        halve_deviation_(p.at("halve_deviation")),
+        decrease_(p.at("decrease")),
+        increase_(p.at("increase")),
+        control_period_ns_(static_cast<uint64_t>(p.at("control_period_ms") * 1e6)),
+        probe_interval_ns_(static_cast<uint64_t>(p.at("probe_interval_ms") * 1e6)),
+        noise_margin_(p.at("noise_margin")),
+        idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
+        in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
+        estimator_{.tolerance = p.at("tolerance"),
+                   .smoothing = p.at("smoothing"),
+                   .noise_margin = noise_margin_,
+                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))} {}
+
+  std::string_view name() const override { return "harvest"; }
+
+  std::vector<Gate> decide(const DeviceObservation& device) override {
+    window_s_ = window_seconds(device);
+    const bool production_joined = track_jobs(device);
+    sharing_.observe(device);
+    bool production_busy = false;
+    for (const JobObservation& job : device.jobs)
+      if (job.job_class == JobClass::production && !is_idle(job)) production_busy = true;
+    idle_windows_ = production_busy ? 0 : std::min(idle_windows_ + 1, idle_windows_needed_);
+
+    if (production_.empty() || idle_windows_ >= idle_windows_needed_) {
+      on_production_idle(device);
+    } else if (production_idle_) {
+      production_idle_ = false;  // back: this window is mixed, measure from the next
+      reset_period();
+    } else {
+      measure_window(device);
+    }
+    if (production_joined && !opportunistic_.empty()) start_probe();
+    return gates(device);
+  }
+
+ private:
+  bool track_jobs(const DeviceObservation& device) {
+    std::map<uint64_t, ProductionJob> production;
+    std::map<uint64_t, OpportunisticJob> opportunistic;
+    bool joined = false;
+    for (const JobObservation& job : device.jobs) {
+      if (job.job_class == JobClass::production) {
+        auto known = production_.find(job.job_id);
+        joined = joined || known == production_.end();
+        ProductionJob& state = production[job.job_id] =
+            known == production_.end() ? ProductionJob{} : known->second;
+        state.window_progress = tgs::progress(job, state.in_flight);
+        state.in_flight = job.in_flight;
+      } else {
+        OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
+        state.backlogged = job.gate_waits > 0;
+      }
+    }
+    production_ = std::move(production);
+    opportunistic_ = std::move(opportunistic);
+    return joined;
+  }
+
+  void on_production_idle(const DeviceObservation& device) {
+    if (!production_idle_) reset_period();
+    production_idle_ = true;
+    probe_ = Probe::off;
+    // What the class takes unthrottled: the scale of the additive increase and the floor.
+    double launches = 0;
+    for (const JobObservation& job : device.jobs)
+      if (job.job_class == JobClass::opportunistic) launches += static_cast<double>(job.launches);
+    unthrottled_rate_ = std::max(unthrottled_rate_, launches / window_s_);
+    for (auto& [id, job] : production_) job.rate_estimate = 0;  // its load may differ when back
+  }
+
+  void measure_window(const DeviceObservation& device) {
+    if (probe_ == Probe::settling) {
+      // Opportunistic kernels queued before the pause ran in this window: measure from the next.
+      probe_ = Probe::measuring;
+      reset_period();
+      return;
+    }
+    uint64_t opportunistic_launches = 0;
+    for (const JobObservation& job : device.jobs) {
+      if (job.job_class == JobClass::production) {
+        production_[job.job_id].period_progress += production_[job.job_id].window_progress;
+      } else {
+        opportunistic_launches += job.launches;
+        period_blocked_ = period_blocked_ || job.gate_waits > 0;
+      }
+    }
+    period_opportunistic_launches_ += opportunistic_launches;
+    period_ns_ += device.window_ns;
+    if (period_ns_ >= control_period_ns_) end_period();
+  }
+
+  void end_period() {
+    const double period_s = static_cast<double>(period_ns_) / kNsPerSecond;
+    const bool probed = probe_ == Probe::measuring;
+    probe_ = Probe::off;
+    const double opportunistic_rate = static_cast<double>(period_opportunistic_launches_) / period_s;
+    if (limit_ == kNoLimit && !probed)
+      unthrottled_rate_ = std::max(unthrottled_rate_ * 0.9, opportunistic_rate);
+    double slowest = kNoLimit;
+    double slowest_error = 0;
+    bool solo_missing = false;
+    for (auto& [id, job] : production_) {
+      if (job.period_progress == 0) continue;  // idle all period: says nothing
+      const double rate = static_cast<double>(job.period_progress) / period_s;
+      // Only probes teach the solo rate (and periods clearly faster than it: it is stale). A probe
+      // far below it cannot be contention (nothing else ran): production's load fell, and the
+      // older samples describe a job that no longer exists.
+      if (probed && job.solo_probed && rate < job.solo_rate * (1 - halve_deviation_))
+        job.solo_next = 0;
+      tgs::update_solo(job, rate, probed, probed, estimator_);
+      solo_missing = solo_missing || !job.solo_probed;
+      if (probed) continue;
+      tgs::update_estimate(job, rate, estimator_);
+      if (job.solo_probed && job.rate_estimate / job.solo_rate < slowest) {
+        slowest = job.rate_estimate / job.solo_rate;
+        slowest_error = tgs::standard_error(job, estimator_);
+      }
+    }
+    busy_since_probe_ns_ = probed ? 0 : busy_since_probe_ns_ + period_ns_;
+    if (!probed && slowest != kNoLimit && !opportunistic_.empty())
+      control(slowest, slowest_error, opportunistic_rate);
+    reset_period();
+    const bool probe_due = probe_interval_ns_ > 0 && busy_since_probe_ns_ >= probe_interval_ns_;
+    if (!opportunistic_.empty() && (solo_missing || probe_due)) start_probe();
+  }
+
+  // The law. `slowest`: the lowest production estimate / solo rate; `error`: its relative standard
+  // error; `used`: the opportunistic class's launches/s in the period.
+  void control(double slowest, double error, double used) {
+    const double shortfall = (target_ - slowest) / target_;  // > 0: production below target
+    const double margin = noise_margin_ * error;
+    const double scale = std::max(unthrottled_rate_, used);
+    const double floor = std::max(kFloorFraction * scale, 1 / window_s_);
+    if (shortfall > margin) {
+      lift_periods_ = 0;
+      // The first throttle starts from what the class used unthrottled.
+      double limit = limit_ == kNoLimit ? std::max(used, floor) : limit_;
+      if (shortfall >= halve_deviation_ + margin)
+        limit /= 2;
+      else
+        limit *= 1 - decrease_ * std::min(1.0, (shortfall - margin) / tolerance_);
+      limit_ = std::max(limit, floor);
+      return;
+    }
+    if (limit_ == kNoLimit) return;
+    // At or above target (within the noise): grow, and lift a limit that no longer holds the class.
+    const bool unused = !period_blocked_ && limit_ >= kUnusedFactor * used;
+    lift_periods_ = shortfall <= 0 && unused ? lift_periods_ + 1 : 0;
+    if (lift_periods_ >= kLiftPeriods || limit_ >= scale) {
+      limit_ = kNoLimit;
+      lift_periods_ = 0;
+      return;
+    }
+    if (shortfall <= 0) limit_ += increase_ * scale;
+  }
+
+  void start_probe() {
+    probe_ = Probe::settling;
+    reset_period();
+  }
+
+  void reset_period() {
+    period_ns_ = 0;
+    period_blocked_ = false;
+    period_opportunistic_launches_ = 0;
+    for (auto& [id, job] : production_) job.period_progress = 0;
+  }
+
+  std::vector<Gate> gates(const DeviceObservation& device) {
+    std::vector<Claim> claims;
+    for (const JobObservation& job : device.jobs)
+      if (job.job_class == JobClass::opportunistic)
+        claims.push_back({job.weight, kNoLimit});
+    const bool limited = !production_idle_ && limit_ != kNoLimit;
+    const std::vector<double> shares =
+        limited ? split_by_weight(limit_ * window_s_, claims) : std::vector<double>{};
+    std::vector<Gate> gates;
+    gates.reserve(device.jobs.size());
+    size_t k = 0;
+    for (const JobObservation& job : device.jobs) {
+      Gate gate{.job_id = job.job_id};
+      if (job.job_class == JobClass::opportunistic) {
+        gate.max_in_flight = in_flight_;
+        if (probe_ != Probe::off && !production_idle_)
+          gate.paused = true;
+        else if (limited)
+          gate.launches = whole_launches(shares[k], opportunistic_[job.job_id].carry);
+        ++k;
+      }
+      gates.push_back(gate);
+    }
+    // Unthrottled opportunistic jobs still share what they get by weight among themselves.
+    if (!limited && probe_ == Probe::off) sharing_.share(device, JobClass::opportunistic, gates);
+    return gates;
+  }
+
+  // Parameters.
+  const double target_, tolerance_, halve_deviation_, decrease_, increase_;
+  const uint64_t control_period_ns_, probe_interval_ns_;
+  const double noise_margin_;
+  const uint32_t idle_windows_needed_, in_flight_;
+  const EstimatorSettings estimator_;
+
+  // Control state.
+  double limit_ = kNoLimit;        // opportunistic launches/s while production is busy
+  double unthrottled_rate_ = 0;    // what the class takes unthrottled (launches/s)
+  int lift_periods_ = 0;
+  bool production_idle_ = true;
+  uint32_t idle_windows_ = 0;
+  Probe probe_ = Probe::off;
+  uint64_t busy_since_probe_ns_ = 0;
+  double window_s_ = 0;
+
+  // The period in progress.
+  uint64_t period_ns_ = 0;
+  bool period_blocked_ = false;
+  uint64_t period_opportunistic_launches_ = 0;
+
+  std::map<uint64_t, ProductionJob> production_;
+  std::map<uint64_t, OpportunisticJob> opportunistic_;
+  ClassSharing sharing_{kSharingHeadroom};
+};
+
+}  // namespace
+
+std::span<const ParameterSpec> harvest_parameters() {
+  return kParameters;
+}
+
+std::unique_ptr<Policy> make_harvest(const Parameters& resolved) {
+  return std::make_unique<HarvestPolicy>(resolved);
+}
+
+}  // namespace gpushare::policies

@@ -1,0 +1,241 @@
+#include "completions.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "background_thread.h"
+#include "daemon_link.h"
+#include "driver_calls.h"
+#include "log.h"
+#include "stream_capture.h"
+
+namespace gpushare::shim {
+
+std::atomic<uint64_t> g_next_mark{kNoMark};
+
+namespace {
+
+// More marks than this waiting means the poller cannot keep up (or the GPU is stuck): record no
+// more until it catches up, so the events held stay bounded.
+constexpr size_t kMostPendingMarks = 4096;
+constexpr uint32_t kLargestStride = 1u << 20;
+// Poll period: with marks pending, often enough that a 200 ms control period sees ~200 updates;
+// without, the poller only follows the daemon's stride.
+constexpr long kPollBusyNs = 1'000'000;
+constexpr long kPollIdleNs = 10'000'000;
+
+// A stride the daemon wrote that the shim follows: a power of two up to kLargestStride; anything
+// else (a scribbled block) is off.
+uint32_t valid_stride(uint32_t stride) {
+  return stride != 0 && stride <= kLargestStride && (stride & (stride - 1)) == 0 ? stride : 0;
+}
+
+void sleep_ns(long ns) {
+  timespec t{0, ns};
+  nanosleep(&t, nullptr);
+}
+
+class CompletionTracker {
+ public:
+  void mark(uint64_t ticket, CUstream stream, bool per_thread, bool launched) {
+    // One thread per mark: the one that moves g_next_mark on records it.
+    uint64_t due = g_next_mark.load(std::memory_order_relaxed);
+    const uint64_t stride = stride_.load(std::memory_order_relaxed);
+    if (ticket < due || stride == 0) return;
+    if (!g_next_mark.compare_exchange_strong(due, ticket + stride, std::memory_order_relaxed))
+      return;
+    if (!launched) return;
+    std::lock_guard lock(mutex_);
+    if (off_ || pending_.size() >= kMostPendingMarks) return;
+    RelaxedCapture relaxed;
+    if (capturing(stream, per_thread)) return;
+    const DriverCalls& d = driver_calls();
+    auto record_fn = per_thread && d.event_record_ptsz ? d.event_record_ptsz : d.event_record;
+    if (!d.ctx_get_current || !d.ctx_set_current || !d.event_create || !record_fn ||
+        !d.event_query)
+      return give_up("the driver lacks an event function", CUDA_ERROR_NOT_FOUND);
+    CUcontext context = nullptr;
+    if (CUresult r = d.ctx_get_current(&context); r != CUDA_SUCCESS || !context) return;
+    CUevent event = take_spare(context);
+    if (!event) {
+      if (CUresult r = d.event_create(&event, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS)
+        return give_up("cuEventCreate", r);
+    }
+    if (CUresult r = record_fn(event, stream); r != CUDA_SUCCESS) {
+      spare_.push_back({0, event, context});
+      return give_up("cuEventRecord", r);
+    }
+    pending_.push_back({ticket, event, context});
+  }
+
+  // The poller's loop (never returns).
+  void poll_forever() {
+    for (;;) sleep_ns(poll_once() ? kPollBusyNs : kPollIdleNs);
+  }
+
+  void at_exit() {
+    // The CUDA runtime tears its contexts down in its own exit handler; the poller must not be
+    // inside a driver call then, nor start one after.
+    std::lock_guard lock(mutex_);
+    off_ = true;
+  }
+
+  void reset_after_fork() {
+    new (&mutex_) std::mutex;
+    pending_.clear();
+    spare_.clear();
+    block_ = nullptr;
+    completed_ = 0;
+    poller_context_ = nullptr;
+    stride_.store(0, std::memory_order_relaxed);
+    g_next_mark.store(kNoMark, std::memory_order_relaxed);
+  }
+
+ private:
+  struct Mark {
+    uint64_t launch;  // the launch number the mark follows
+    CUevent event;
+    CUcontext context;
+  };
+
+  // Follows the current block's stride and publishes what completed. Returns whether marks are
+  // pending (poll again soon).
+  bool poll_once() {
+    protocol::ControlBlock* block = control_block();
+    std::lock_guard lock(mutex_);
+    if (off_) return false;
+    if (block != block_) {
+      // A new registration: its launch numbers start again from 0. The old block's marks mean
+      // nothing there; their events are reused once complete.
+      for (const Mark& m : pending_) retired_.push_back(m);
+      pending_.clear();
+      completed_ = 0;
+      block_ = block;
+      stride_.store(0, std::memory_order_relaxed);
+      g_next_mark.store(kNoMark, std::memory_order_relaxed);
+    }
+    const uint32_t stride = valid_stride(block->completion_stride.load(std::memory_order_relaxed));
+    if (stride != stride_.load(std::memory_order_relaxed)) {
+      stride_.store(stride, std::memory_order_relaxed);
+      g_next_mark.store(stride ? block->launches.load(std::memory_order_relaxed) + stride : kNoMark,
+                        std::memory_order_relaxed);
+    }
+    reap();
+    if (stride == 0 && pending_.empty()) {
+      block->completion_tracked.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    block->completed_launches.store(completed_, std::memory_order_relaxed);
+    block->marks_pending.store(static_cast<uint32_t>(pending_.size()), std::memory_order_relaxed);
+    block->completion_tracked.store(off_ ? 0 : 1, std::memory_order_relaxed);
+    return !pending_.empty();
+  }
+
+  // Retires the marks that completed, oldest first.
+  void reap() {
+    const DriverCalls& d = driver_calls();
+    while (!off_ && !retired_.empty()) {  // marks of an old block: only their events matter
+      if (!use_context(retired_.front().context)) return;
+      CUresult r = d.event_query(retired_.front().event);
+      if (r == CUDA_ERROR_NOT_READY) break;
+      if (r == CUDA_SUCCESS) spare_.push_back(retired_.front());
+      retired_.pop_front();
+    }
+    while (!off_ && !pending_.empty()) {
+      const Mark& oldest = pending_.front();
+      if (!use_context(oldest.context)) return;
+      CUresult r = d.event_query(oldest.event);
+      if (r == CUDA_ERROR_NOT_READY) return;
+      if (r != CUDA_SUCCESS) return give_up("cuEventQuery", r);
+      completed_ = std::max(completed_, oldest.launch);
+      spare_.push_back(oldest);
+      pending_.pop_front();
+    }
+  }
+
+  // Events belong to a context: the poller makes the mark's context current before querying.
+  bool use_context(CUcontext context) {
+    if (context == poller_context_) return true;
+    if (CUresult r = driver_calls().ctx_set_current(context); r != CUDA_SUCCESS) {
+      give_up("cuCtxSetCurrent", r);
+      return false;
+    }
+    poller_context_ = context;
+    return true;
+  }
+
+  CUevent take_spare(CUcontext context) {
+    for (size_t i = spare_.size(); i-- > 0;) {
+      if (spare_[i].context != context) continue;
+      CUevent e = spare_[i].event;
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+      return e;
+    }
+    return nullptr;
+  }
+
+  // A driver call failed: completions are off for this process (its launches go through as
+  // before, the daemon falls back to launch counts), said once. Never an error for the program.
+  void give_up(const char* what, CUresult r) {
+    off_ = true;
+    pending_.clear();
+    g_next_mark.store(kNoMark, std::memory_order_relaxed);
+    if (block_) block_->completion_tracked.store(0, std::memory_order_relaxed);
+    log_warning("completion signal off for this process: %s failed (CUDA error %d)", what,
+                static_cast<int>(r));
+  }
+
+  std::mutex mutex_;
+  std::deque<Mark> pending_;   // in recording order
+  std::deque<Mark> retired_;   // marks of a replaced block, still to complete
+  std::vector<Mark> spare_;    // completed events, reused per context
+  protocol::ControlBlock* block_ = nullptr;
+  uint64_t completed_ = 0;
+  CUcontext poller_context_ = nullptr;  // current on the poller thread
+  std::atomic<uint64_t> stride_{0};
+  bool off_ = false;
+};
+
+// Never destroyed: a launch may run during exit.
+CompletionTracker& tracker() {
+  static CompletionTracker* t = new CompletionTracker;
+  return *t;
+}
+
+std::atomic<bool> g_poller_started{false};
+
+void* poller_body(void*) {
+  tracker().poll_forever();
+  return nullptr;
+}
+
+void stop_at_exit() { tracker().at_exit(); }
+
+}  // namespace
+
+void completion_mark(uint64_t ticket, CUstream stream, bool per_thread_stream, bool launched) {
+  tracker().mark(ticket, stream, per_thread_stream, launched);
+}
+
+void completions_start() {
+  if (g_poller_started.exchange(true)) return;
+  // Registered after the CUDA runtime's own exit handler (cuInit has run), so it runs before it.
+  atexit(stop_at_exit);
+  if (!start_background_thread(poller_body)) {
+    log_warning("completion signal off for this process: its poller thread could not start");
+  }
+}
+
+void completions_reset_after_fork() {
+  tracker().reset_after_fork();
+  g_poller_started.store(false);
+}
+
+}  // namespace gpushare::shim
