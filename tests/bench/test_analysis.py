@@ -172,6 +172,7 @@ class GpushareRows(unittest.TestCase):
         self.assertFalse(any(k == "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" for k, _ in prod.env))
         self.assertEqual(split_policy("tgs:target=0.9@mps-thr30"), ("tgs", "target=0.9", True, 30))
         self.assertEqual(split_policy("fair"), ("fair", "", False, None))
+        self.assertEqual(split_policy("harvest@mps-prio"), ("harvest", "", True, "prio"))
         with self.assertRaises(ValueError):
             split_policy("tgs@mps-thr0")
 

@@ -50,18 +50,24 @@ def stop_daemon(proc):
         proc.kill()
 
 
-# "POLICY@mps" or "POLICY@mps-thrN": both jobs are also clients of the harness's MPS daemon, so
-# kernels of the two can overlap on the SMs and the policy moves along MPS's frontier; with -thrN the
-# opportunistic job is also confined to N % of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), so
-# that none of its kernels can hold every SM while production waits.
-_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+))?$")
+# "POLICY@mps", "POLICY@mps-thrN" or "POLICY@mps-prio": both jobs are also clients of the harness's
+# MPS daemon, so kernels of the two can overlap on the SMs and the policy moves along MPS's
+# frontier; with -thrN the opportunistic job is also confined to N % of the SMs
+# (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), so that none of its kernels can hold every SM while
+# production waits; with -prio it is an MPS client at client priority 1
+# (CUDA_MPS_CLIENT_PRIORITY=1: the GPU schedules production's blocks first), the substrate the
+# `harvest` policy is built for.
+_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio))?$")
 
 
 def split_policy(policy):
-    """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); no suffix: (.., False, None)."""
+    """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); '@mps-prio' gives 'prio' in
+    place of the thread percentage; no suffix: (.., False, None)."""
     m = _MPS_SUFFIX.search(policy)
     bare = policy[:m.start()] if m else policy
     name, _, params = bare.partition(":")
+    if m and m.group(2):
+        return name, params, True, "prio"
     thread_pct = int(m.group(1)) if m and m.group(1) else None
     if thread_pct is not None and not 1 <= thread_pct <= 100:
         raise ValueError(f"{policy}: the MPS thread percentage must be 1..100")
@@ -126,7 +132,9 @@ class Gpushare:
 
         _, _, mps, thread_pct = split_policy(policy)
         opp_env = env("opportunistic")
-        if thread_pct is not None:
+        if thread_pct == "prio":
+            opp_env += (("CUDA_MPS_CLIENT_PRIORITY", "1"),)
+        elif thread_pct is not None:
             opp_env += (("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(thread_pct)),)
         return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production"), mps=mps),
                 WorkerSpec(f"gs-{policy}-opp", ((opp, 0),), opp_env, mps=mps)]

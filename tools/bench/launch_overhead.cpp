@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "the null driver lacks cuInit/cuLaunchKernel/gpushare_null_launch\n");
     return 2;
   }
+  // Registered with a daemon (run_launch_overhead.sh's production row): let its first ticks set
+  // the completion stride before measuring.
+  if (std::getenv("GPUSHARE_SOCKET")) usleep(300'000);
   if (g_through_shim == g_direct)
     std::fprintf(stderr, "warning: libgpushare.so is not preloaded: both rows measure the driver\n");
   benchmark::Initialize(&argc, argv);
