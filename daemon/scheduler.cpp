@@ -98,10 +98,13 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       // One line per device and tick: what the policy saw and what it decided (for tuning).
       std::string line;
       for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
-        line += fmt::format(" job{}:{}:{}l/{}w->{}{}", observation.jobs[i].job_id,
+        line += fmt::format(" job{}:{}:{}l/{}w{}->{}{}", observation.jobs[i].job_id,
                             observation.jobs[i].job_class == policies::JobClass::production ? "P"
                                                                                               : "O",
                             observation.jobs[i].launches, observation.jobs[i].gate_waits,
+                            observation.jobs[i].completed
+                                ? fmt::format("/{}c", *observation.jobs[i].completed)
+                                : std::string(),
                             gates[i].launches == policies::kUnlimited
                                 ? std::string("inf")
                                 : std::to_string(gates[i].launches),

@@ -39,7 +39,7 @@ std::vector<TraceWindow> read_trace() {
       std::filesystem::path(__FILE__).parent_path() / "data" / "h100-s1-tgs-mps-ticks.txt";
   std::ifstream in(path);
   EXPECT_TRUE(in) << "cannot read " << path;
-  const std::regex line_format(R"(job1:P:(\d+)l/\d+w->\S+ job2:O:(\d+)l/\d+w->(\S+))");
+  const std::regex line_format(R"(job1:P:(\d+)l/\d+w(?:/\d+c)?->\S+ job2:O:(\d+)l/\d+w(?:/\d+c)?->(\S+))");
   std::vector<TraceWindow> windows;
   std::smatch match;
   for (std::string line; std::getline(in, line);) {
