@@ -7,6 +7,7 @@ import json
 import os
 
 from experiment import Unit, spread, throughput
+from gpushare_hook import Gpushare
 from harness import Placement, WorkerSpec
 
 S3_NOT_APPLICABLE = {
@@ -14,7 +15,6 @@ S3_NOT_APPLICABLE = {
     "ticktock": "not applicable: TickTock alternates forward/backward phases of training jobs",
     "mps-thr30": "not applicable: equal clients have no production/opportunistic split to limit",
     "mps-prio": "not applicable: equal clients have no production/opportunistic split to prioritise",
-    "gpushare": "not yet: the rate-control policies come with issue 5",
 }
 
 
@@ -26,6 +26,16 @@ def run_s3(exp):
     specs = [WorkerSpec(f"plain-c{i}", ((workload, 0),)) for i in range(top)]
     specs += [WorkerSpec(f"mps-c{i}", ((workload, 0),), mps=True) for i in range(top)]
     specs.append(WorkerSpec("threads", tuple((workload, 0) for _ in range(top))))
+    # gpushare rows: every client an opportunistic job under the shim (equal clients: no production),
+    # on the policy's daemon; "@mps..." also makes them clients of the harness's MPS daemon.
+    gs = Gpushare(args.shim, args.gpushare_daemon, args.gpushare_policy, pool.root,
+                  log_level=getattr(args, "gpushare_log_level", "info"))
+    exp.gpushare = gs
+    gs.start_daemons(pool.log_dir)
+    gs_rows = [b for b in gs.baselines() if gs.available(b)]
+    for b in gs_rows:
+        spec = gs.worker_specs(b, workload, workload)[1]
+        specs += [WorkerSpec(f"{b}-c{i}", spec.jobs, spec.env, mps=spec.mps) for i in range(top)]
     pool.start(specs)
     task = {"mode": "closed", "start": 0.0, "end": W}
 
@@ -42,10 +52,11 @@ def run_s3(exp):
         units += [Unit(f"time-slicing/N={n}", processes("plain", n), W),
                   Unit(f"mps/N={n}", processes("mps", n), W),
                   Unit(f"streams/N={n}", threads(n), W)]
+        units += [Unit(f"{b}/N={n}", processes(b, n), W) for b in gs_rows]
     got = {}
     exp.run_reps(units, args.reps, lambda u, r, res: got.__setitem__((u.name, r), res))
     rows = []
-    for base in ("time-slicing", "mps", "streams"):
+    for base in ("time-slicing", "mps", "streams", *gs_rows):
         for n in counts:
             name = f"{base}/N={n}"
             per_inf, total = [], []
@@ -64,6 +75,9 @@ def run_s3(exp):
                          "s_per_inference": spread(per_inf), "total_rps": spread(total)})
     for base, why in S3_NOT_APPLICABLE.items():
         rows.append({"config": base, "baseline": base, "status": "not run", "reason": why})
+    for b in gs.baselines():
+        if b not in gs_rows:
+            rows.append({"config": b, "baseline": b, "status": "not run", "reason": gs.reason(b)})
     return {"workloads": {"client": workload}, "clients": counts, "rows": rows}
 
 
