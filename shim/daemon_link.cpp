@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "accounting.h"
@@ -42,6 +43,9 @@ using protocol::MessageType;
 
 constexpr int kIoTimeoutMs = 2000;    // any single send/receive/connect with the daemon
 constexpr int kRetryPeriodMs = 1000;  // reconnect attempts while the daemon is away
+// The MPS question holds up the program's first cuInit: a daemon that does not answer within this
+// costs the program this much once, then it runs without MPS.
+constexpr int kMpsQueryTimeoutMs = 1000;
 // The reply to a memory declaration: the daemon may first move other jobs' memory to host (it
 // bounds that by memory.swap_timeout_ms, at most 8 s; docs/memory.md).
 constexpr int kAdmissionTimeoutMs = 10000;
@@ -131,15 +135,15 @@ void read_visible_devices() {
   }
 }
 
-int connect_daemon(const char** why) {
+int connect_daemon(const char* socket_path, int timeout_ms, const char** why) {
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return *why = std::strerror(errno), -1;
-  timeval timeout{kIoTimeoutMs / 1000, (kIoTimeoutMs % 1000) * 1000};
+  timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);  // also bounds connect()
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, g_settings.socket_path, sizeof addr.sun_path);
+  std::strncpy(addr.sun_path, socket_path, sizeof addr.sun_path - 1);
   int rc;
   do {
     rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
@@ -169,7 +173,9 @@ bool send_frame(int fd, MessageType type, const void* payload, size_t length) {
 // lands in *passed_fd when asked for, else is closed. Returns false on timeout, EOF or a bad frame.
 bool receive_frame(int fd, MessageType type, void* payload, size_t length, int* passed_fd,
                    char* error_text, size_t error_size) {
-  unsigned char frame[sizeof(protocol::FrameHeader) + sizeof(protocol::RegisterReply) + 1];
+  // The largest reply the shim expects, plus one byte so a longer frame shows as a size error.
+  unsigned char frame[sizeof(protocol::FrameHeader) +
+                      std::max(sizeof(protocol::RegisterReply), sizeof(protocol::MpsReply)) + 1];
   iovec iov{frame, sizeof frame};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
   msghdr msg{};
@@ -273,7 +279,7 @@ void break_link(int fd) {
 // Under g_mutex: connect, register, map the control block, re-declare live allocations.
 bool connect_and_register(const char** why) {
   static char reason[protocol::kMessageSize + 64];
-  int fd = connect_daemon(why);
+  int fd = connect_daemon(g_settings.socket_path, kIoTimeoutMs, why);
   if (fd < 0) return false;
   protocol::RegisterRequest request{};
   request.requested_class = static_cast<uint32_t>(
@@ -408,6 +414,31 @@ bool daemon_link_start(const Settings& settings) {
       log_warning("cannot start the daemon-link thread: no reconnection after a daemon loss");
   }
   g_started.store(true);
+  return true;
+}
+
+bool daemon_link_query_mps(const Settings& settings, protocol::MpsReply* reply, const char** why) {
+  // A connection of its own, closed at once: registration comes later, after the real cuInit.
+  int fd = connect_daemon(settings.socket_path.c_str(), kMpsQueryTimeoutMs, why);
+  if (fd < 0) return false;
+  protocol::MpsQuery query{};
+  query.requested_class = static_cast<uint32_t>(
+      settings.production ? protocol::JobClass::production : protocol::JobClass::opportunistic);
+  protocol::copy_text(query.job_name, settings.job_name.c_str());
+  static char error[protocol::kMessageSize + 64];
+  char text[protocol::kMessageSize] = "";
+  bool ok = send_frame(fd, MessageType::mps_query, &query, sizeof query) &&
+            receive_frame(fd, MessageType::mps_reply, reply, sizeof *reply, nullptr, text,
+                          sizeof text);
+  ::close(fd);
+  if (!ok) {
+    // An older daemon drops a connection that sends a type it does not know: no MPS, as without one.
+    std::snprintf(error, sizeof error, "no valid mps_reply%s%s", *text ? ": " : "", text);
+    *why = error;
+    return false;
+  }
+  reply->pipe_directory[sizeof reply->pipe_directory - 1] = '\0';
+  reply->message[sizeof reply->message - 1] = '\0';
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "gpushare/protocol/control_block.h"
+#include "gpushare/protocol/wire.h"
 
 namespace gpushare::shim {
 
@@ -35,6 +36,16 @@ enum class AllocKind : uint32_t { linear = 0, pitch = 1, managed = 2, async = 3,
 // Returns false only when settings.require_daemon is set and the daemon cannot be reached: cuInit
 // then fails with CUDA_ERROR_NOT_INITIALIZED... (see shim/families.h).
 bool daemon_link_start(const Settings& settings);
+
+// Called by every cuInit BEFORE the real one (shim/families.h); does its work once per process:
+// asks the daemon whether this process is an MPS client and puts the CUDA_MPS_* variables in the
+// environment, which the driver reads at initialisation (shim/mps_client.cpp, docs/mps.md). Never
+// fails the program: no daemon, no answer, or no MPS leaves the environment as it is.
+void daemon_link_before_init();
+
+// One mps_query round trip on a connection of its own (at most 1 s). False, with *why, when the
+// daemon is absent or gave no valid answer.
+bool daemon_link_query_mps(const Settings& settings, protocol::MpsReply* reply, const char** why);
 
 // Declares memory to the daemon, when connected: `flags` are protocol::MemDeclareFlags bits (a
 // reservation before the allocation, its commit after; docs/memory.md). Waits for the answer

@@ -39,6 +39,10 @@ enum class MessageType : uint16_t {
   mem_release = 5,   // shim -> daemon; no reply
   device_info = 6,   // shim -> daemon, before its first declaration on a device; no reply
   alloc_site = 7,    // shim -> daemon, before the first declaration from a site; no reply
+  // shim -> daemon on a short connection of its own, BEFORE the real cuInit: may this process be
+  // an MPS client, at which priority, through which pipe directory (docs/mps.md). mps_reply.
+  mps_query = 8,
+  mps_reply = 9,
   ctl_request = 16,  // gpusharectl -> daemon, JSON; answered by ctl_reply, JSON
   ctl_reply = 17,
   error = 32,  // daemon -> any client, just before it closes the connection
@@ -129,6 +133,31 @@ struct AllocSite {
   char text[kSiteTextSize];  // call stack, innermost first; NUL-terminated
 };
 
+// Asked once per process, before the driver initialises (it reads CUDA_MPS_* then). The answer is
+// the daemon's: the class comes from its production rules applied to SO_PEERCRED and job_name,
+// exactly as at registration; requested_class can only lower it.
+struct MpsQuery {
+  uint32_t requested_class;     // JobClass
+  uint32_t reserved;            // 0
+  char job_name[kJobNameSize];  // as in RegisterRequest
+};
+
+enum class MpsStatus : uint32_t {
+  use_mps = 0,  // become a client of the MPS at pipe_directory with these settings
+  no_mps = 1,   // run time-sliced: MPS is off, down, or serves another user (message says which)
+};
+
+inline constexpr size_t kMpsPipeDirectorySize = 128;  // MPS puts Unix sockets in it (108-byte paths)
+
+struct MpsReply {
+  uint32_t status;                    // MpsStatus
+  uint32_t granted_class;             // JobClass, as registration would grant it now
+  uint32_t client_priority;           // CUDA_MPS_CLIENT_PRIORITY: 0 production, 1 opportunistic
+  uint32_t active_thread_percentage;  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 1..100; 0: no limit
+  char pipe_directory[kMpsPipeDirectorySize];  // CUDA_MPS_PIPE_DIRECTORY; "" unless use_mps
+  char message[kMessageSize];                  // why, for the shim's log line
+};
+
 struct ErrorReply {
   uint32_t code;  // ErrorCode
   char message[kMessageSize];
@@ -145,6 +174,8 @@ static_assert(sizeof(MemReply) == 8);
 static_assert(sizeof(MemRelease) == 16);
 static_assert(sizeof(DeviceInfo) == 16);
 static_assert(sizeof(AllocSite) == 8 + kSiteTextSize);
+static_assert(sizeof(MpsQuery) == 8 + kJobNameSize);
+static_assert(sizeof(MpsReply) == 16 + kMpsPipeDirectorySize + kMessageSize);
 
 // What is wrong with a received frame, checked before its payload is looked at.
 enum class FrameError {
@@ -198,6 +229,10 @@ inline constexpr size_t expected_payload_size(MessageType t) {
       return sizeof(DeviceInfo);
     case MessageType::alloc_site:
       return sizeof(AllocSite);
+    case MessageType::mps_query:
+      return sizeof(MpsQuery);
+    case MessageType::mps_reply:
+      return sizeof(MpsReply);
     case MessageType::error:
       return sizeof(ErrorReply);
     case MessageType::ctl_request:
