@@ -251,8 +251,9 @@ ConfigResult parse_config(std::string_view text) {
     c.known_keys(
         "", doc,
         {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level",
-         "memory"});
+         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory"});
     if (doc.contains("memory")) parse_memory_config(doc["memory"], &config.memory, &c.errors);
+    parse_mps_config(doc, &config.mps, &c.errors);
     if (doc.contains("socket")) parse_socket(c, doc["socket"], config);
     if (doc.contains("admin_group"))
       config.admin_group = c.group_or_gid("admin_group", doc["admin_group"]);

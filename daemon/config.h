@@ -16,6 +16,7 @@
 
 #include "gpushare/policies/policy.h"
 #include "memory_config.h"
+#include "mps_config.h"
 
 namespace gpushare::daemon {
 
@@ -44,6 +45,7 @@ struct Config {
   size_t max_clients = 1024;
   std::string log_level = "info";
   MemoryConfig memory;  // docs/memory.md
+  MpsConfig mps;        // docs/mps.md
 };
 
 struct ConfigResult {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "logging.h"
@@ -113,6 +114,9 @@ int Server::run() {
   if (!open()) return 1;
   spdlog::info("listening on {} (tick {} ms, policy {}, config {})", socket_path_,
                config_.tick.count(), config_.default_policy, config_path_);
+  mps_.start(config_.mps,
+             mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
+             Clock::now());
   sd_notify(0, "READY=1");
   notify_status();
   epoll_event events[64];
@@ -130,15 +134,18 @@ int Server::run() {
       } else if (fd == timer_) {
         tick();
       } else if (fd == signals_) {
-        if (!handle_signals()) {
+        if (!handle_signals() && !stopping_) {
           sd_notify(0, "STOPPING=1");
           spdlog::info("stopping ({} jobs registered)", registry_.size());
-          return 0;
+          // MPS's quit waits for its clients: the loop keeps serving until it is done (bounded).
+          stopping_ = true;
+          if (!mps_.begin_stop(Clock::now())) return 0;
         }
       } else {
         read_client(fd);
       }
     }
+    if (stopping_ && mps_.stopped()) return 0;
   }
 }
 
@@ -260,9 +267,16 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       std::memcpy(&a, payload, sizeof a);
       return on_alloc_site(c, a);
     }
+    case MessageType::mps_query: {
+      if (c.role == Role::ctl) return drop(c.fd, "sent an MPS query on a ctl connection");
+      protocol::MpsQuery q;
+      std::memcpy(&q, payload, sizeof q);
+      return on_mps_query(c, q);
+    }
     case MessageType::ctl_request:
       if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
       c.role = Role::ctl;
+      if (answer_mps_ctl(c, payload, h.length)) return;
       return on_ctl(c, payload, h.length);
     default:
       return drop(c.fd,
@@ -324,6 +338,7 @@ void Server::tick() {
   registry_.sample(now);
   scheduler_.tick(registry_, now, [this](int device) { return choice_for(device); });
   memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
+  mps_.tick(now);    // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
   if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {
     sd_notify(0, "WATCHDOG=1");
     last_watchdog_ = now;
@@ -364,6 +379,7 @@ ConfigResult Server::reload() {
       spdlog::error("reload: cannot apply socket mode/group: {}", error);
   }
   if (next.tick != config_.tick) arm_timer(timer_, next.tick);
+  mps_.reload(next.mps);
   set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
   runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
   runtime_parameters_.clear();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "gpushare/protocol/wire.h"
 #include "memory_broker.h"
+#include "mps_supervisor.h"
 #include "registry.h"
 #include "scheduler.h"
 
@@ -67,6 +69,11 @@ class Server {
   void on_mem_release(Connection& c, const protocol::MemRelease& m);
   void set_job_class(Job& job, protocol::JobClass to, const Peer& by);
 
+  // mps_session.cpp: the shim's MPS question before its cuInit, and the ctl's `mps` command
+  // (true when the ctl request was that command and has been answered).
+  void on_mps_query(Connection& c, const protocol::MpsQuery& q);
+  bool answer_mps_ctl(Connection& c, const uint8_t* payload, size_t length);
+
   // memory_*.cpp: admission against capacity, the jobs' views, swap (docs/memory.md).
   void admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m);
   void memory_released(Job& job, int device);
@@ -112,6 +119,10 @@ class Server {
   Clock::time_point last_watchdog_;
   uint64_t dropped_clients_ = 0;
   std::string log_level_override_;
+  MpsSupervisor mps_;            // docs/mps.md
+  MpsClients mps_clients_;       // the processes told to be MPS clients, while they run
+  std::set<uid_t> mps_refused_uids_;  // users already told (in the log) that MPS serves another
+  bool stopping_ = false;        // a stop signal came; waiting for the MPS control daemon to quit
 };
 
 }  // namespace gpushare::daemon
