@@ -113,8 +113,17 @@ int main(int argc, char** argv) {
       std::cerr << "gpusharectl: " << x.error << "\n";
     return kUnreachable;
   }
-  const json& reply = x.reply;
+  json& reply = x.reply;
   bool ok = reply.value("ok", false);
+  // The MPS state is its own request (docs/mps.md); a daemon without it answers "unknown".
+  json mps;
+  if (status->parsed() && ok) {
+    Exchange m = gpushare::ctl::ask_daemon(socket_path, json{{"command", "mps"}});
+    if (m.outcome == Exchange::Outcome::replied && m.reply.value("ok", false) &&
+        m.reply.contains("mps"))
+      mps = m.reply["mps"];
+    if (mps.is_object()) reply["mps"] = mps;
+  }
   if (as_json) {
     std::cout << reply.dump(2) << "\n";
     return ok ? kOk : kRefused;

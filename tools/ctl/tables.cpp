@@ -64,6 +64,8 @@ std::string render_status(const json& reply) {
          std::to_string(d.value("clients", 0)) + " connections, tick " +
          std::to_string(d.value("tick_ms", 0)) + " ms, default policy " +
          d.value("default_policy", std::string()) + "\n";
+  out += reply.contains("mps") ? render_mps(reply["mps"])
+                               : "mps     unknown (the daemon does not report it)\n";
   const json& devices = reply.value("devices", json::array());
   if (!devices.empty()) {
     std::vector<Row> rows = {{"DEVICE", "POLICY", "JOBS", "KERNELS/S", "MEMORY"}};
@@ -75,6 +77,34 @@ std::string render_status(const json& reply) {
     out += "\n" + table(rows);
   }
   return out;
+}
+
+std::string render_mps(const json& mps) {
+  std::string mode = mps.value("mode", std::string("?"));
+  std::string state = mps.value("state", std::string("?"));
+  std::string pipe = mps.value("pipe_directory", std::string());
+  std::string error = mps.contains("error") && mps["error"].is_string()
+                          ? mps["error"].get<std::string>()
+                          : std::string();
+  std::string line = "mps     ";
+  if (mode == "off") return line + "off\n";
+  if (mode == "external") {
+    line += "external " + pipe;
+    if (mps.value("available", false))
+      line += " (control daemon of uid " + std::to_string(mps.value("owner_uid", 0)) + ")";
+    else
+      line += ": " + error;
+  } else if (state == "running") {
+    line += "running, pid " + std::to_string(mps.value("pid", 0)) + " (auto, pipe " + pipe + ")";
+  } else {
+    line += state;
+    if (!error.empty()) line += ": " + error;
+    if (mps.contains("retry_in_s"))
+      line += " (retry in " + std::to_string(mps.value("retry_in_s", 0)) + " s)";
+  }
+  if (mps.contains("thread_percentage"))
+    line += ", opportunistic threads " + std::to_string(mps.value("thread_percentage", 0)) + "%";
+  return line + "\n";
 }
 
 std::string render_jobs(const json& reply) {

@@ -6,7 +6,10 @@
 
 namespace gpushare::ctl {
 
+// With the "mps" object of the daemon's `mps` reply added to `reply` by gpusharectl.
 std::string render_status(const nlohmann::json& reply);
+// That "mps" object as the one line `status` prints (docs/mps.md).
+std::string render_mps(const nlohmann::json& mps);
 std::string render_jobs(const nlohmann::json& reply);
 std::string render_set_priority(const nlohmann::json& reply);
 std::string render_policy(const nlohmann::json& reply);
