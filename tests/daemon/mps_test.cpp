@@ -1,0 +1,330 @@
+// gpushared with MPS, end to end on a machine without a GPU: tests/daemon/fake-mps-control stands
+// in for nvidia-cuda-mps-control (first on the daemon's PATH), the real shim runs over the fake
+// driver, and tests/clients/client_mps_env prints the CUDA_MPS_* variables around its cuInit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+
+namespace gpushare::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string fake_mps_control() {
+  return FAKE_MPS_CONTROL_PATH;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+pid_t read_pid(const std::string& path) {
+  std::ifstream in(path);
+  pid_t pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// A gpushared whose PATH starts with a folder holding the stand-in nvidia-cuda-mps-control.
+class MpsDaemon {
+ public:
+  MpsDaemon(const TempDir& dir, json config, std::map<std::string, std::string> extra_env = {},
+            bool with_fake = true)
+      : dir_(dir),
+        socket(dir / "gpushared.sock"),
+        log_path(dir / "gpushared.log"),
+        record(dir / "mps-record"),
+        pipe(dir / "mps/pipe") {
+    std::filesystem::create_directories(dir / "bin");
+    if (with_fake)
+      std::filesystem::copy_file(fake_mps_control(), dir / "bin/nvidia-cuda-mps-control",
+                                 std::filesystem::copy_options::overwrite_existing);
+    config["socket"] = {{"path", socket}, {"mode", "0666"}};
+    std::ofstream(dir / "gpushared.json") << config.dump(2) << "\n";
+    env_ = {{"PATH", dir / "bin" + ":/usr/bin:/bin"}, {"FAKE_MPS_RECORD", record}};
+    for (const auto& [k, v] : extra_env) env_[k] = v;
+  }
+  ~MpsDaemon() {
+    if (process_.running()) {
+      process_.signal(SIGTERM);
+      if (process_.wait(10s) == -1) process_.signal(SIGKILL);
+    }
+    // Whatever the fake left running (a failed test), ended here.
+    if (pid_t pid = read_pid(pipe + "/fake-control.pid"); pid > 0) ::kill(pid, SIGKILL);
+  }
+  bool start() {
+    process_ = ChildProcess::start({Artefacts::daemon(), "--config", dir_ / "gpushared.json"}, env_,
+                                   log_path);
+    return process_.running() &&
+           eventually([&] { return run_ctl(socket, {"status"}).exit_code == 0; }, 10s, 20ms);
+  }
+  std::string log() const { return read_file(log_path); }
+  bool wait_for_log(const std::string& text, Millis timeout = 5s) const {
+    return eventually([&] { return log().find(text) != std::string::npos; }, timeout);
+  }
+  int stop() {
+    process_.signal(SIGTERM);
+    return process_.wait(10s);
+  }
+  const std::map<std::string, std::string>& env() const { return env_; }
+
+  const TempDir& dir_;
+  std::string socket, log_path, record, pipe;
+
+ private:
+  std::map<std::string, std::string> env_;
+  ChildProcess process_;
+};
+
+// Runs client_mps_env under the shim on the fake driver; its JSON line.
+json run_client(const TempDir& dir, const std::string& socket, const std::string& job,
+                const std::string& priority, std::optional<uid_t> as_uid = {},
+                std::map<std::string, std::string> extra_env = {}) {
+  std::string tag = as_uid ? "-" + std::to_string(*as_uid) : "";
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/bin:/bin"},
+      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
+      {"GPUSHARE_SOCKET", socket},
+      {"GPUSHARE_JOB", job},
+      {"GPUSHARE_PRIORITY", priority},
+      {"GPUSHARE_FAKE_DEVICE_FILE", dir / ("fake-device" + tag)},
+  };
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  ChildProcess client =
+      ChildProcess::start({CLIENT_MPS_ENV_PATH}, env, dir / ("client-" + job + ".stderr"), as_uid);
+  std::optional<std::string> line = client.read_line(20s);
+  client.wait(10s);
+  if (!line) return json();
+  return json::parse(*line, nullptr, false);
+}
+
+json mps_status(const std::string& socket) {
+  CtlResult r = run_ctl(socket, {"status", "-o", "json"});
+  return r.json.is_object() ? r.json.value("mps", json()) : json();
+}
+
+const json kNoMps = {{"CUDA_MPS_PIPE_DIRECTORY", nullptr},
+                     {"CUDA_MPS_CLIENT_PRIORITY", nullptr},
+                     {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", nullptr}};
+
+TEST(Mps, AutoStartsItsControlDaemonAndJobsBecomeClientsByClass) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"},
+                         {"mps_thread_percentage", 30},
+                         {"production", json::array({{{"job", "serve-*"}}})}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+  std::string record = read_file(daemon.record);
+  EXPECT_NE(record.find("args=-d pipe=" + daemon.pipe + " log=" + dir.path + "/mps/log"),
+            std::string::npos)
+      << record;
+  pid_t control = read_pid(daemon.pipe + "/fake-control.pid");
+  ASSERT_GT(control, 0);
+
+  json status = mps_status(daemon.socket);
+  EXPECT_EQ(status.value("state", ""), "running") << status;
+  EXPECT_EQ(status.value("pid", 0), control) << status;
+  CtlResult table = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(table.out.find("mps     running, pid " + std::to_string(control)), std::string::npos)
+      << table.out;
+
+  json opportunistic = run_client(dir, daemon.socket, "train", "opportunistic");
+  EXPECT_EQ(opportunistic.value("cuInit", -1), 0) << opportunistic;
+  EXPECT_EQ(opportunistic["before"], kNoMps);  // set by the shim inside cuInit, not before
+  EXPECT_EQ(opportunistic["after"], (json{{"CUDA_MPS_PIPE_DIRECTORY", daemon.pipe},
+                                          {"CUDA_MPS_CLIENT_PRIORITY", "1"},
+                                          {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"}}));
+
+  json production = run_client(dir, daemon.socket, "serve-a", "production");
+  EXPECT_EQ(production["after"], (json{{"CUDA_MPS_PIPE_DIRECTORY", daemon.pipe},
+                                       {"CUDA_MPS_CLIENT_PRIORITY", "0"},
+                                       {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", nullptr}}));
+
+  // Asking for production is not enough: the daemon's rules decide.
+  json rogue = run_client(dir, daemon.socket, "rogue", "production");
+  EXPECT_EQ(rogue["after"]["CUDA_MPS_CLIENT_PRIORITY"], "1") << rogue;
+
+  // At exit: `quit` on the control program's stdin, and the control daemon is gone.
+  int exit_status = daemon.stop();
+  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << daemon.log();
+  EXPECT_NE(read_file(daemon.record).find("stdin=quit"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return ::kill(control, 0) != 0; }, 5s));
+  EXPECT_NE(daemon.log().find("has quit"), std::string::npos) << daemon.log();
+}
+
+TEST(Mps, AQuitThatHangsIsKilledAfterTheTimeoutAndTheDaemonStillExits) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}}, {{"FAKE_MPS_QUIT_HANGS", "1"}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+  pid_t control = read_pid(daemon.pipe + "/fake-control.pid");
+  auto stop_began = std::chrono::steady_clock::now();
+  int exit_status = daemon.stop();
+  double took = seconds_since(stop_began);
+  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) << daemon.log();
+  EXPECT_GT(took, 4.5);
+  EXPECT_LT(took, 8.0);
+  EXPECT_NE(daemon.log().find("did not quit within 5 s (quit waits for its clients to exit): "
+                              "killed it"),
+            std::string::npos)
+      << daemon.log();
+  EXPECT_TRUE(eventually([&] { return ::kill(control, 0) != 0; }, 5s));
+}
+
+TEST(Mps, AutoReusesAControlDaemonAlreadyServingItsPipeDirectory) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}});
+  // Started the way a previous gpushared would have.
+  std::filesystem::create_directories(daemon.pipe);
+  std::string command = "CUDA_MPS_PIPE_DIRECTORY=" + daemon.pipe +
+                        " FAKE_MPS_RECORD=" + daemon.record + " " + fake_mps_control() + " -d";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  pid_t control = read_pid(daemon.pipe + "/fake-control.pid");
+  ASSERT_GT(control, 0);
+
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("using the MPS control daemon pid " + std::to_string(control)))
+      << daemon.log();
+  EXPECT_EQ(count_of(read_file(daemon.record), "args=-d"), 1u);  // ours above only
+  EXPECT_EQ(
+      run_client(dir, daemon.socket, "train", "opportunistic")["after"]["CUDA_MPS_CLIENT_PRIORITY"],
+      "1");
+}
+
+TEST(Mps, AFailedStartIsOneClearLineAndJobsRunWithoutMps) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}},
+                   {{"FAKE_MPS_FAIL", "MPS is not permitted for this user"}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  const std::string line =
+      "MPS not started: nvidia-cuda-mps-control -d failed (rc 1): MPS is not permitted for this "
+      "user; jobs run time-sliced (no MPS)";
+  ASSERT_TRUE(daemon.wait_for_log(line)) << daemon.log();
+  // Retried after 1 s and 2 s: still one line, since the reason did not change.
+  ASSERT_TRUE(eventually([&] { return count_of(read_file(daemon.record), "args=-d") >= 3; }, 6s));
+  EXPECT_EQ(count_of(daemon.log(), "nvidia-cuda-mps-control -d failed"), 1u) << daemon.log();
+
+  json status = mps_status(daemon.socket);
+  EXPECT_EQ(status.value("state", ""), "failed") << status;
+  CtlResult table = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(table.out.find("mps     failed: MPS not started"), std::string::npos) << table.out;
+
+  json client = run_client(dir, daemon.socket, "train", "opportunistic");
+  EXPECT_EQ(client.value("cuInit", -1), 0) << client;
+  EXPECT_EQ(client["after"], kNoMps);
+  EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0);  // the daemon keeps serving
+}
+
+TEST(Mps, WithoutTheControlProgramTheLogSaysSo) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}}, {}, /*with_fake=*/false);
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  EXPECT_TRUE(daemon.wait_for_log("nvidia-cuda-mps-control not found on PATH")) << daemon.log();
+  EXPECT_EQ(run_client(dir, daemon.socket, "train", "opportunistic")["after"], kNoMps);
+}
+
+TEST(Mps, AControlDaemonThatDiesIsRestarted) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+  pid_t first = read_pid(daemon.pipe + "/fake-control.pid");
+  ASSERT_GT(first, 0);
+  ::kill(first, SIGKILL);
+  ASSERT_TRUE(daemon.wait_for_log("the MPS control daemon pid " + std::to_string(first) +
+                                  " has exited; restarting it in 1 s"))
+      << daemon.log();
+  ASSERT_TRUE(
+      eventually([&] { return count_of(daemon.log(), "started the MPS control daemon") == 2; }, 8s))
+      << daemon.log();
+  EXPECT_EQ(mps_status(daemon.socket).value("state", ""), "running");
+}
+
+TEST(Mps, AnotherUserGetsNoMpsWhileTheServerServesTheFirst) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+  // A root job that stays: the MPS server now serves uid 0.
+  std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
+                                            {"LD_PRELOAD", Artefacts::shim()},
+                                            {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
+                                            {"GPUSHARE_SOCKET", daemon.socket},
+                                            {"GPUSHARE_JOB", "long"},
+                                            {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}};
+  ChildProcess root_job = ChildProcess::start(
+      {Artefacts::workload(), "--kernel-us", "100", "--seconds", "20"}, env, dir / "long.stderr");
+  ASSERT_TRUE(daemon.wait_for_log("mps client pid=" + std::to_string(root_job.pid()), 10s))
+      << daemon.log();
+
+  const uid_t nobody = 65534;
+  json other = run_client(dir, daemon.socket, "other", "opportunistic", nobody);
+  EXPECT_EQ(other.value("cuInit", -1), 0) << other;
+  EXPECT_EQ(other["after"], kNoMps);
+  run_client(dir, daemon.socket, "other2", "opportunistic", nobody);
+  EXPECT_EQ(count_of(daemon.log(), "mps: no MPS for uid 65534"), 1u) << daemon.log();
+  EXPECT_NE(daemon.log().find("the MPS server serves uid 0 while its clients run"),
+            std::string::npos);
+
+  // Once the root job is gone, the server is free for the other user.
+  root_job.signal(SIGKILL);
+  root_job.wait(5s);
+  EXPECT_EQ(run_client(dir, daemon.socket, "other3", "opportunistic",
+                       nobody)["after"]["CUDA_MPS_CLIENT_PRIORITY"],
+            "1");
+}
+
+TEST(Mps, ExternalUsesTheConfiguredPipeDirectoryWhenAControlDaemonIsThere) {
+  TempDir dir;
+  std::string pipe = dir / "ext-pipe";
+  MpsDaemon daemon(dir, {{"mps", "external"}, {"mps_pipe_directory", pipe}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  EXPECT_TRUE(daemon.wait_for_log("no MPS control daemon at " + pipe)) << daemon.log();
+  EXPECT_EQ(run_client(dir, daemon.socket, "train", "opportunistic")["after"], kNoMps);
+  CtlResult table = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(table.out.find("mps     external " + pipe + ": no MPS control daemon"),
+            std::string::npos)
+      << table.out;
+
+  std::filesystem::create_directories(pipe);
+  std::ofstream(pipe + "/control") << "";
+  json client = run_client(dir, daemon.socket, "train", "opportunistic");
+  EXPECT_EQ(client["after"]["CUDA_MPS_PIPE_DIRECTORY"], pipe) << client;
+  table = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(table.out.find("mps     external " + pipe + " (control daemon of uid 0)"),
+            std::string::npos)
+      << table.out;
+  // Nothing is started or stopped for an external MPS.
+  daemon.stop();
+  EXPECT_EQ(read_file(daemon.record), "");
+}
+
+TEST(Mps, OffSetsNothingAndStatusSaysOff) {
+  TempDir dir;
+  MpsDaemon daemon(dir, json::object());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  EXPECT_EQ(run_client(dir, daemon.socket, "train", "opportunistic")["after"], kNoMps);
+  EXPECT_NE(run_ctl(daemon.socket, {"status"}).out.find("mps     off"), std::string::npos);
+  EXPECT_EQ(read_file(daemon.record), "");
+}
+
+TEST(Mps, WithoutADaemonTheShimSetsNothing) {
+  TempDir dir;
+  json client = run_client(dir, dir / "absent.sock", "train", "opportunistic");
+  EXPECT_EQ(client.value("cuInit", -1), 0) << client;
+  EXPECT_EQ(client["after"], kNoMps);
+}
+
+}  // namespace
+}  // namespace gpushare::testing
