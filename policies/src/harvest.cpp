@@ -21,6 +21,7 @@
 // Yield: every production job idle for `idle_windows` windows: unlimited; production back: the
 // limit in force before the idle phase applies from the very next window.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "catalog.h"
@@ -67,6 +68,11 @@ constexpr double kUnusedFactor = 1.5;
 // The lowest limit, as a fraction of the unthrottled rate: enough for the law to keep seeing the
 // effect of its limit (one resnet50 step every few seconds), at most 1 % of production's time.
 constexpr double kFloorFraction = 0.01;
+// Until a production job's solo rate rests on this many probes, probe every second of busy
+// production time instead of every probe_interval_ms: a job that just started (or changed) has
+// not reached its steady rate, and a solo rate taken then misleads the law for a whole interval.
+constexpr size_t kYoungSamples = 3;
+constexpr uint64_t kYoungProbeIntervalNs = 1'000'000'000;
 // Growth allowed to an opportunistic job that left part of its share unused (the `fair` default).
 constexpr double kSharingHeadroom = 0.05;
 
@@ -184,16 +190,21 @@ class HarvestPolicy final : public Policy {
     double slowest = kNoLimit;
     double slowest_error = 0;
     bool solo_missing = false;
+    bool solo_young = false;  // a production job's solo rate rests on few probes
     for (auto& [id, job] : production_) {
       if (job.period_progress == 0) continue;  // idle all period: says nothing
       const double rate = static_cast<double>(job.period_progress) / period_s;
       // Only probes teach the solo rate (and periods clearly faster than it: it is stale). A probe
-      // far below it cannot be contention (nothing else ran): production's load fell, and the
-      // older samples describe a job that no longer exists.
-      if (probed && job.solo_probed && rate < job.solo_rate * (1 - halve_deviation_))
+      // far from it, either way, means the older samples describe a job that no longer exists:
+      // below, production's load fell (nothing else ran, so it is not contention); above, they
+      // were taken while it started up (on the H100 the first probe of a resnet50 job measured
+      // 4 % of its steady rate, and the median held that for three probes).
+      if (probed && job.solo_probed &&
+          std::abs(rate - job.solo_rate) > halve_deviation_ * job.solo_rate)
         job.solo_next = 0;
       tgs::update_solo(job, rate, probed, probed, estimator_);
       solo_missing = solo_missing || !job.solo_probed;
+      solo_young = solo_young || job.solo_next < kYoungSamples;
       if (probed) continue;
       tgs::update_estimate(job, rate, estimator_);
       if (job.solo_probed && job.rate_estimate / job.solo_rate < slowest) {
@@ -205,7 +216,9 @@ class HarvestPolicy final : public Policy {
     if (!probed && slowest != kNoLimit && !opportunistic_.empty())
       control(slowest, slowest_error, opportunistic_rate);
     reset_period();
-    const bool probe_due = probe_interval_ns_ > 0 && busy_since_probe_ns_ >= probe_interval_ns_;
+    const uint64_t interval =
+        solo_young ? std::min(probe_interval_ns_, kYoungProbeIntervalNs) : probe_interval_ns_;
+    const bool probe_due = probe_interval_ns_ > 0 && busy_since_probe_ns_ >= interval;
     if (!opportunistic_.empty() && (solo_missing || probe_due)) start_probe();
   }
 
