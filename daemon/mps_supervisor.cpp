@@ -338,7 +338,8 @@ MpsService MpsSupervisor::service() const {
     case State::checking_compute_mode:
     case State::starting:
     case State::confirming:
-      s.unavailable = "gpushared's MPS control daemon is starting";
+      // A retry after a failure still reports the failure until a start succeeds.
+      s.unavailable = error_.empty() ? "gpushared's MPS control daemon is starting" : error_;
       return s;
     case State::waiting_to_restart:
       s.unavailable = "gpushared's MPS control daemon is restarting";
@@ -355,7 +356,10 @@ MpsService MpsSupervisor::service() const {
 }
 
 nlohmann::json MpsSupervisor::status() const {
-  nlohmann::json j = {{"mode", mps_mode_name(config_.mode)}, {"state", state_name(state_)}};
+  bool retrying = !error_.empty() && (state_ == State::checking_compute_mode ||
+                                      state_ == State::starting || state_ == State::confirming);
+  nlohmann::json j = {{"mode", mps_mode_name(config_.mode)},
+                      {"state", retrying ? "failed" : state_name(state_)}};
   if (config_.mode == MpsMode::off) return j;
   MpsService s = service();
   j["pipe_directory"] = pipe_;
