@@ -229,14 +229,19 @@ class HarvestPolicy final : public Policy {
     const double margin = noise_margin_ * error;
     const double scale = std::max(unthrottled_rate_, used);
     const double floor = std::max(kFloorFraction * scale, 1 / window_s_);
-    if (shortfall > margin) {
+    // Unthrottled, only a shortfall beyond the noise starts throttling (a gappy production job
+    // beside MPS client priority must not lose its harvest to noise). Throttled, the law centres
+    // on the target itself: with the margin there too, it settled one margin below it (S1a on the
+    // H100: 0.90 with the margin at 0.05).
+    const bool throttled = limit_ != kNoLimit;
+    if (shortfall > (throttled ? 0 : margin)) {
       lift_periods_ = 0;
       // The first throttle starts from what the class used unthrottled.
       double limit = limit_ == kNoLimit ? std::max(used, floor) : limit_;
       if (shortfall >= halve_deviation_ + margin)
         limit /= 2;
       else
-        limit *= 1 - decrease_ * std::min(1.0, (shortfall - margin) / tolerance_);
+        limit *= 1 - decrease_ * std::min(1.0, shortfall / (tolerance_ + margin));
       limit_ = std::max(limit, floor);
       return;
     }
