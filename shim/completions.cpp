@@ -203,9 +203,16 @@ class CompletionTracker {
   bool off_ = false;
 };
 
-// Never destroyed: a launch may run during exit.
+// Never destroyed: a launch may run during exit. Created on first use without a function-local
+// static, whose initialisation guard a fork child could find held by a thread of the parent.
+std::atomic<CompletionTracker*> g_tracker{nullptr};
+
 CompletionTracker& tracker() {
-  static CompletionTracker* t = new CompletionTracker;
+  CompletionTracker* t = g_tracker.load(std::memory_order_acquire);
+  if (t) return *t;
+  auto* made = new CompletionTracker;
+  if (g_tracker.compare_exchange_strong(t, made, std::memory_order_acq_rel)) return *made;
+  delete made;  // another thread won
   return *t;
 }
 
@@ -234,7 +241,9 @@ void completions_start() {
 }
 
 void completions_reset_after_fork() {
-  tracker().reset_after_fork();
+  // A process that never recorded a mark has nothing to forget.
+  if (CompletionTracker* t = g_tracker.load(std::memory_order_acquire)) t->reset_after_fork();
+  g_next_mark.store(kNoMark, std::memory_order_relaxed);
   g_poller_started.store(false);
 }
 

@@ -63,7 +63,7 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
             R"(admin_group: no group named "no-such-group-gpushare")");
   EXPECT_EQ(
       errors_of(R"({"policy": {"devices": {"0": "fastest"}}})"),
-      R"(policy.devices.0: unknown policy "fastest" (expected one of: tgs, priority, fair, none))");
+      R"(policy.devices.0: unknown policy "fastest" (expected one of: harvest, tgs, priority, fair, none))");
   EXPECT_EQ(errors_of(R"({"policy": {"devices": {"gpu0": "none"}}})"),
             "policy.devices.gpu0: a device key must be a device index 0..1023");
   EXPECT_EQ(errors_of(R"({"log_level": "loud"})"),
@@ -71,7 +71,7 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
 }
 
 TEST(Config, EveryPolicyOfTheRegistryIsAvailable) {
-  for (const char* name : {"tgs", "priority", "fair", "none"})
+  for (const char* name : {"harvest", "tgs", "priority", "fair", "none"})
     EXPECT_EQ(errors_of((std::string(R"({"policy": {"default": ")") + name + R"("}})").c_str()), "")
         << name;
 }
@@ -167,8 +167,8 @@ TEST(Config, TheInstalledExampleIsValid) {
   ASSERT_TRUE(r.config) << r.error_text();
   EXPECT_EQ(r.config->socket_path, kDefaultSocketPath);
   EXPECT_FALSE(r.config->production_rules.empty());
-  // The documented default (docs/policies.md, "Which to run"): production protected by tgs.
-  EXPECT_EQ(r.config->default_policy, "tgs");
+  // The documented default (docs/policies.md, "Which to run"): harvest.
+  EXPECT_EQ(r.config->default_policy, "harvest");
 }
 
 }  // namespace

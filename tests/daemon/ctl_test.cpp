@@ -138,7 +138,7 @@ TEST(Ctl, PolicyNamesAreValidatedAndShownInStatus) {
   EXPECT_EQ(bad_pair.exit_code, 1);
   CtlResult unknown = run_ctl(daemon.socket, {"policy", "1", "fastest"});
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_NE(unknown.err.find("expected one of: tgs, priority, fair, none"), std::string::npos);
+  EXPECT_NE(unknown.err.find("expected one of: harvest, tgs, priority, fair, none"), std::string::npos);
   CtlResult unenforceable = run_ctl(daemon.socket, {"policy", "1", "priority", "kernel_gating=1"});
   EXPECT_EQ(unenforceable.exit_code, 1);
   EXPECT_NE(unenforceable.err.find("kernel_gating=1 needs kernel-level idle gating"), std::string::npos)

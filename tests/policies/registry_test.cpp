@@ -9,14 +9,14 @@
 namespace gpushare::policies {
 namespace {
 
-TEST(Registry, KnowsTheFourPolicies) {
-  for (std::string_view name : {"tgs", "priority", "fair", "none"}) {
+TEST(Registry, KnowsTheFivePolicies) {
+  for (std::string_view name : {"harvest", "tgs", "priority", "fair", "none"}) {
     auto made = make_policy(name);
     ASSERT_TRUE(made.policy) << made.error;
     EXPECT_EQ(made.policy->name(), name);
     EXPECT_TRUE(made.error.empty());
   }
-  EXPECT_EQ(policy_names().size(), 4u);
+  EXPECT_EQ(policy_names().size(), 5u);
 }
 
 TEST(Registry, RefusesAnUnknownNameAndNamesIt) {

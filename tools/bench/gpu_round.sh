@@ -18,14 +18,14 @@ logs() { tar czf "$out/$1-logs.tgz" -C "$out/$1" . --exclude='*.gz' 2>/dev/null;
 
 launch_rate() {
   # PyTorch add_ launches/s without the shim and with it as a registered production job (its
-  # completion marks on), alternating, 8 runs each.
+  # completion marks on), alternating, 5 runs each.
   local tmp; tmp=$(mktemp -d)
   printf '{"socket": {"path": "%s"}, "production": [{"uid": 0}], "policy": {"default": "harvest"}, "tick_ms": 50}\n' \
     "$tmp/s.sock" >"$tmp/c.json"
   LD_LIBRARY_PATH=$carry/lib "$carry/bin/gpushared" --config "$tmp/c.json" >"$out/launch-rate-daemon.log" 2>&1 &
   local daemon=$!
   for _ in $(seq 50); do [ -S "$tmp/s.sock" ] && break; sleep 0.1; done
-  for i in $(seq 8); do
+  for i in $(seq 5); do
     echo "{\"shim\": false, $(timeout 60 python3 tools/crosscheck/launch_rate.py | sed 's/^{//')"
     echo "{\"shim\": true, $(LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$tmp/s.sock GPUSHARE_PRIORITY=production \
       GPUSHARE_REQUIRE_DAEMON=1 GPUSHARE_QUIET=1 timeout 60 python3 tools/crosscheck/launch_rate.py | sed 's/^{//')"
@@ -45,9 +45,9 @@ for part in "$@"; do
   echo "=== $part $(date -u +%T)" | tee -a "$out/log.txt"
   case $part in
     launch-rate) launch_rate ;;
-    s1a) bench 560 --scenario S1 --out "$out/s1a" --window 8 --reps 3 --budget-s 500 "${ROWS[@]}" \
+    s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" "${ROWS[@]}" \
            "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}"; logs s1a ;;
-    s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window 8 --reps 3 --budget-s 500 \
+    s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" \
            "${ROWS[@]}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}"; logs s1b ;;
     s2) bench 570 --scenario S2 --out "$out/s2" --window 4 --reps 3 --loads 0.3 0.5 --budget-s 520 \
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;

@@ -133,8 +133,8 @@ def plot(result, path):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_ylabel("normalized throughput")
     elif s == "S2":
-        for base in sorted({r["config"].split("@")[0] for r in rows if "@" in r["config"]}):
-            pts = sorted((r["load"], r["p99_ms"]) for r in rows if r["config"].split("@")[0] == base and r.get("p99_ms"))
+        for base in sorted({r["config"].rsplit("@", 1)[0] for r in rows if "@" in r["config"]}):
+            pts = sorted((r["load"], r["p99_ms"]) for r in rows if r["config"].rsplit("@", 1)[0] == base and r.get("p99_ms"))
             if pts:
                 ax.errorbar([p[0] for p in pts], [p[1]["median"] for p in pts],
                             yerr=[[p[1]["median"] - p[1]["min"] for p in pts], [p[1]["max"] - p[1]["median"] for p in pts]],
