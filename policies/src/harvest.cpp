@@ -68,6 +68,9 @@ constexpr double kUnusedFactor = 1.5;
 // The lowest limit, as a fraction of the unthrottled rate: enough for the law to keep seeing the
 // effect of its limit (one resnet50 step every few seconds), at most 1 % of production's time.
 constexpr double kFloorFraction = 0.01;
+// A probe this far from the solo rate (a fraction of it), either way, replaces the probes before
+// it. Probes of 200 ms vary by ±10 % on the H100 (S1b); a start-up sample was 96 % low.
+constexpr double kReplaceDeviation = 0.25;
 // Until a production job's solo rate rests on this many probes, probe every second of busy
 // production time instead of every probe_interval_ms: a job that just started (or changed) has
 // not reached its steady rate, and a solo rate taken then misleads the law for a whole interval.
@@ -194,15 +197,19 @@ class HarvestPolicy final : public Policy {
     for (auto& [id, job] : production_) {
       if (job.period_progress == 0) continue;  // idle all period: says nothing
       const double rate = static_cast<double>(job.period_progress) / period_s;
-      // Only probes teach the solo rate (and periods clearly faster than it: it is stale). A probe
-      // far from it, either way, means the older samples describe a job that no longer exists:
+      // Only probes teach the solo rate. A probe far from it, either way, means the older samples
+      // describe a job that no longer exists:
       // below, production's load fell (nothing else ran, so it is not contention); above, they
       // were taken while it started up (on the H100 the first probe of a resnet50 job measured
       // 4 % of its steady rate, and the median held that for three probes).
       if (probed && job.solo_probed &&
-          std::abs(rate - job.solo_rate) > halve_deviation_ * job.solo_rate)
+          std::abs(rate - job.solo_rate) > kReplaceDeviation * job.solo_rate)
         job.solo_next = 0;
-      tgs::update_solo(job, rate, probed, probed, estimator_);
+      // Only probes: tgs also takes a period faster than the solo rate as a sample, but a
+      // launch-bound job's periods reach 1.2 x its steady rate by noise alone, and on the H100
+      // (S1b under MPS client priority) two such periods raised its solo rate by 20 %; its normal
+      // rate then read as 0.85 and the law held the opportunistic job at its floor.
+      if (probed) tgs::update_solo(job, rate, true, true, estimator_);
       solo_missing = solo_missing || !job.solo_probed;
       solo_young = solo_young || job.solo_next < kYoungSamples;
       if (probed) continue;
