@@ -129,26 +129,17 @@ class HarvestPolicy final : public Policy {
 
  private:
   bool track_jobs(const DeviceObservation& device) {
-    std::map<uint64_t, ProductionJob> production;
     std::map<uint64_t, OpportunisticJob> opportunistic;
-    bool joined = false;
     for (const JobObservation& job : device.jobs) {
-      if (job.job_class == JobClass::production) {
-        auto known = production_.find(job.job_id);
-        joined = joined || known == production_.end();
-        ProductionJob& state = production[job.job_id] =
-            known == production_.end() ? ProductionJob{} : known->second;
-        state.window_progress = tgs::progress(job, state.in_flight);
-        state.in_flight = job.in_flight;
-      } else {
+      if (job.job_class == JobClass::opportunistic) {
         OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
         state.backlogged = job.gate_waits > 0;
       }
     }
-    production_ = std::move(production);
     opportunistic_ = std::move(opportunistic);
-    return joined;
+    return tgs::track_production(device, production_);
   }
+
 
   void on_production_idle(const DeviceObservation& device) {
     if (!production_idle_) reset_period();

@@ -140,28 +140,19 @@ class TgsPolicy final : public Policy {
   // Adds new jobs, drops gone ones and records this window's opportunistic demand. Returns whether
   // a production job appeared (its arrival changes what the others can get: re-measure).
   bool track_jobs(const DeviceObservation& device) {
-    std::map<uint64_t, ProductionJob> production;
     std::map<uint64_t, OpportunisticJob> opportunistic;
-    bool production_joined = false;
     for (const JobObservation& job : device.jobs) {
-      if (job.job_class == JobClass::production) {
-        auto known = production_.find(job.job_id);
-        production_joined = production_joined || known == production_.end();
-        ProductionJob& state = production[job.job_id] =
-            known == production_.end() ? ProductionJob{} : known->second;
-        state.window_progress = tgs::progress(job, state.in_flight);
-        state.in_flight = job.in_flight;
-      } else {
+      if (job.job_class == JobClass::opportunistic) {
         OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
         state.cost.observe(job);
         state.rate = static_cast<double>(job.launches) / window_s_;
         state.backlogged = job.gate_waits > 0 || job.in_flight.value_or(0) > 0;
       }
     }
-    production_ = std::move(production);
     opportunistic_ = std::move(opportunistic);
-    return production_joined;
+    return tgs::track_production(device, production_);
   }
+
 
   // Every production job idle for idle_windows: opportunistic work runs unlimited.
   void on_production_idle(const DeviceObservation& device) {

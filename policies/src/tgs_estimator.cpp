@@ -26,6 +26,21 @@ uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_b
   return completed > 0 ? static_cast<uint64_t>(completed) : 0;
 }
 
+bool track_production(const DeviceObservation& device, std::map<uint64_t, ProductionJob>& jobs) {
+  std::map<uint64_t, ProductionJob> seen;
+  bool joined = false;
+  for (const JobObservation& job : device.jobs) {
+    if (job.job_class != JobClass::production) continue;
+    auto known = jobs.find(job.job_id);
+    joined = joined || known == jobs.end();
+    ProductionJob& state = seen[job.job_id] = known == jobs.end() ? ProductionJob{} : known->second;
+    state.window_progress = progress(job, state.in_flight);
+    state.in_flight = job.in_flight;
+  }
+  jobs = std::move(seen);
+  return joined;
+}
+
 // The solo rate is the median of the last `solo_samples` samples that can show it: clean periods
 // (no opportunistic work ran; a probe is one) and periods faster than the estimate by more than
 // `tolerance` plus the noise (contention only slows production, so such a sample means the

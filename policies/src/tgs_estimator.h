@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 
 #include "gpushare/policies/policy.h"
@@ -45,6 +46,12 @@ struct EstimatorSettings {
 // (a training step queues its kernels in a few ms, then waits for them), so per-window launch
 // counts swing by a whole step; completions follow the GPU and do not.
 uint64_t progress(const JobObservation& job, std::optional<uint32_t> in_flight_before);
+
+// Follows the production jobs of `device`: a job seen before keeps its state, a new one starts
+// empty, a gone one is dropped; each gets this window's progress. Returns whether one is new (its
+// arrival changes what the others can get: the policies re-measure). Shared by `tgs` and
+// `harvest`.
+bool track_production(const DeviceObservation& device, std::map<uint64_t, ProductionJob>& jobs);
 
 // Learns the solo rate from one period's `rate`; `clean`: no opportunistic work ran in the period;
 // `probed`: the period was a probe (the policy paused opportunistic work to measure).
