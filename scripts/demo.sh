@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds gpushare and runs its main job on a simulated GPU (the fake driver of tests/, so no GPU
-# is needed): gpushared with the `tgs` policy, a production and an opportunistic job under the
-# shim, `gpusharectl jobs`, a priority change, and each job's throughput against its rate alone.
+# is needed): gpushared with the `harvest` policy (the installed default), a production and an
+# opportunistic job under the shim, `gpusharectl jobs`, a priority change, and each job's
+# throughput against its rate alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -15,7 +16,7 @@ trap cleanup EXIT
 cat >"$work/gpushared.json" <<JSON
 { "socket": { "path": "$work/gpushared.sock" },
   "production": [ { "uid": $(id -u) } ],
-  "policy": { "default": "tgs" },
+  "policy": { "default": "harvest" },
   "tick_ms": 50 }
 JSON
 ctl() { build/tools/ctl/gpusharectl --socket "$work/gpushared.sock" "$@"; }
@@ -32,7 +33,7 @@ echo "== each job alone on the simulated GPU (no daemon: the shim runs pass-thro
 alone=$(job train opportunistic 2 2>/dev/null | rate)
 echo "   $alone kernels/s"
 
-echo "== gpushared with the tgs policy; a production and an opportunistic job share the GPU"
+echo "== gpushared with the harvest policy; a production and an opportunistic job share the GPU"
 build/daemon/gpushared --config "$work/gpushared.json" >"$work/gpushared.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 50); do [ -S "$work/gpushared.sock" ] && break; sleep 0.1; done
