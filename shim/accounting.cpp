@@ -184,6 +184,14 @@ void write_report_if_requested() {
                 "point: launches may have been missed",
                 static_cast<unsigned long long>(unmatched));
   if (s.report_path.empty()) return;
+  // A process that never called CUDA (a wrapper such as `timeout`, or a launcher script, with the
+  // shim inherited through LD_PRELOAD) has nothing to report, and writing its zeros would replace
+  // the report of the job it ran, which exits before it.
+  bool used_cuda = false;
+  for (size_t i = 0; i < kHookCount; ++i)
+    used_cuda = used_cuda || g_calls[i].load(std::memory_order_relaxed) != 0 ||
+                g_failed_calls[i].load(std::memory_order_relaxed) != 0;
+  if (!used_cuda) return;
   std::string name = report_file_name(s.report_path);
   std::string body = report_json();
   std::string tmp = name + ".tmp";

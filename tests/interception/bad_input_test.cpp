@@ -1,5 +1,7 @@
 // Bad input (issue 2): programs without CUDA, machines without libcuda.so.1 and malformed
 // GPUSHARE_* variables run unchanged under the shim.
+#include <fstream>
+
 #include "client_harness.h"
 
 namespace gpushare::testing {
@@ -28,6 +30,19 @@ TEST_F(BadInput, ProgramWithoutCudaRunsUnchanged) {
   // Also with the shim's own variables set: still nothing on stdout/stderr from the shim.
   expect_unchanged("client_nocuda", {"0"},
                    {{"GPUSHARE_REPORT", report_path()}, {"GPUSHARE_SOCKET", dir_.file("s")}});
+}
+
+// A wrapper that never calls CUDA (`timeout`, a launcher) exits after the job it ran: it must not
+// replace that job's report with zeros.
+TEST_F(BadInput, ProgramWithoutCudaLeavesTheReportAlone) {
+  {
+    std::ofstream job_report(report_path());
+    job_report << R"({"written by": "the job"})";
+  }
+  ProcessResult r = run("client_nocuda", {"0"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(read_file(report_path()), R"({"written by": "the job"})");
+  EXPECT_FALSE(file_exists(report_path() + ".tmp"));
 }
 
 TEST_F(BadInput, MachineWithoutLibcudaRunsUnchanged) {
