@@ -24,6 +24,14 @@ std::optional<uint64_t> completed_in_window(std::optional<uint64_t>& previous,
 
 }  // namespace
 
+uint32_t completion_stride_for(uint64_t launches, uint32_t current) {
+  uint32_t wanted = 1;
+  while (wanted < kLargestCompletionStride && uint64_t{wanted} * 2 * 8 <= launches) wanted *= 2;
+  if (current == 0) return wanted;
+  if (launches == 0) return current;  // an idle window says nothing of the next burst
+  return wanted >= 4 * current || 4 * wanted <= current ? wanted : current;
+}
+
 int Scheduler::device_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
   return devices.empty() ? 0 : devices.front();
@@ -58,6 +66,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
   // (a scribbled block) counts as no work in this window.
   std::map<int, policies::DeviceObservation> observed;
   std::map<uint64_t, Job*> by_id;
+  std::map<uint64_t, uint64_t> window_launches;  // by job id
   std::set<uint64_t> alive;
   for (auto& [id, job] : registry.jobs()) {
     if (!job.block.valid()) continue;
@@ -77,6 +86,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // bound, or without a launch in this window, the value may be stale, so it is not passed on.
     if (seen.max_in_flight > 0 && o.launches > 0) o.in_flight = job.block.in_flight();
     o.completed = completed_in_window(seen.completed, job.block.completed_launches(), launches);
+    window_launches[id] = o.launches;
     seen.launches = launches;
     seen.gate_waits = waits;
     seen.first = false;
@@ -120,7 +130,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       const uint32_t bound =
           job->second->granted == protocol::JobClass::production ? 0 : gate.max_in_flight;
       const uint32_t stride =
-          job->second->granted == protocol::JobClass::production ? kCompletionStride : 0;
+          job->second->granted == protocol::JobClass::production
+              ? completion_stride_for(window_launches[gate.job_id], seen.completion_stride)
+              : 0;
       if (stride != seen.completion_stride) {
         job->second->block.set_completion_stride(stride);
         seen.completion_stride = stride;

@@ -20,9 +20,16 @@ struct PolicyChoice {
   policies::Parameters parameters;
 };
 
-// Production jobs record a completion mark every this many launches (shim/completions.h): ~1 µs of
-// event record per 32 launches, ~500 marks a second for a resnet50 training job on an H100.
-inline constexpr uint32_t kCompletionStride = 32;
+// Production jobs record a completion mark every `stride` launches (shim/completions.h). At most
+// every 32 launches (~1 µs of event record per 32 launches: ~500 marks a second for a resnet50
+// training job on an H100); fewer launches per window get a finer stride, so that a window still
+// sees several marks: a job launching 6 kernels per window with a stride of 32 completed 0 or 32
+// per window, and the fake-driver test of production with gaps saw that noise as harm.
+inline constexpr uint32_t kLargestCompletionStride = 32;
+// The stride for a job that launched `launches` in the last window, given the one in force:
+// the largest power of two up to launches / 8, in [1, 32], changed only when it is off by 4x
+// (a stride change restarts the shim's marks); an idle window keeps it.
+uint32_t completion_stride_for(uint64_t launches, uint32_t current);
 
 // The gates this daemon's shim carries out (policies::make_policy refuses a choice needing more).
 inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = false};

@@ -133,12 +133,10 @@ TEST_P(ClosedLoop, OpportunisticJobUsesProductionsIdleGaps) {
   double opportunistic_nt = tgs.opportunistic / opportunistic_alone;
   std::printf("%s with gaps: production NT %.3f, opportunistic NT %.3f\n", GetParam().c_str(),
               production_nt, opportunistic_nt);
-  // On the fake driver's one FIFO engine (no kernel priority, no overlap) every opportunistic
-  // kernel delays production's next one by up to its own length: harvest, which throttles only on
-  // a measured shortfall and then holds production nearer its target than tgs, leaves less of the
-  // gaps to the opportunistic job here (0.085 measured, production 0.99); on the H100 with MPS
-  // client priority underneath the gaps are filled by the GPU itself (docs/benchmarks.md §4d).
-  EXPECT_GT(opportunistic_nt, GetParam() == "tgs" ? 0.2 : 0.04);
+  // Production's completion marks must be fine enough for a job launching ~6 kernels a window:
+  // with a fixed stride of 32 they came 0 or 32 per window, both laws read that noise as harm,
+  // and the opportunistic job got 0.085 (harvest) and 0.086-0.3 (tgs) of its rate.
+  EXPECT_GT(opportunistic_nt, 0.2);
   EXPECT_GE(production_nt, 0.9);
 }
 
