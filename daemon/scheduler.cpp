@@ -95,6 +95,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
   }
   for (auto it = seen_.begin(); it != seen_.end();)
     it = alive.count(it->first) ? std::next(it) : seen_.erase(it);
+  for (auto it = activity_.begin(); it != activity_.end();)
+    it = alive.count(it->first) ? std::next(it) : activity_.erase(it);
+  idle_gated_.clear();
 
   uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
@@ -121,22 +124,43 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                             gates[i].paused ? "(paused)" : "");
       spdlog::trace("tick device={} window={}us{}", device, observation.window_ns / 1000, line);
     }
+    IdleGatedDevice idle;
+    for (const policies::Gate& gate : gates) {
+      auto job = by_id.find(gate.job_id);
+      if (job == by_id.end()) continue;
+      if (job->second->granted == protocol::JobClass::production)
+        idle.production.push_back(gate.job_id);
+      else if (gate.production_idle_only)
+        idle.gated.push_back(gate.job_id);
+    }
+    const bool idle_gated = !idle.gated.empty();
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);
       if (job == by_id.end()) continue;
       Seen& seen = seen_[gate.job_id];
       policies::ControlValues v = policies::control_values(gate, seen.launches);
+      const bool production = job->second->granted == protocol::JobClass::production;
       // Production jobs never get a bound: their launches must not wait on their own queue.
-      const uint32_t bound =
-          job->second->granted == protocol::JobClass::production ? 0 : gate.max_in_flight;
-      const uint32_t stride =
-          job->second->granted == protocol::JobClass::production
-              ? completion_stride_for(window_launches[gate.job_id], seen.completion_stride)
-              : 0;
+      const uint32_t bound = production ? 0 : gate.max_in_flight;
+      uint32_t stride =
+          production ? completion_stride_for(window_launches[gate.job_id], seen.completion_stride)
+                     : 0;
+      if (production && idle_gated) stride = std::min(stride, kIdleGatingStride);
       if (stride != seen.completion_stride) {
         job->second->block.set_completion_stride(stride);
         seen.completion_stride = stride;
       }
+      const uint32_t poll_us = production && idle_gated ? kIdleGatingPollUs : 0;
+      if (poll_us != seen.completion_poll_us) {
+        job->second->block.set_completion_poll_us(poll_us);
+        seen.completion_poll_us = poll_us;
+      }
+      const bool job_idle_gated = !production && gate.production_idle_only;
+      if (!job_idle_gated && seen.held_for_production) {
+        job->second->block.set_paused_while_production_busy(false);
+        seen.held_for_production = false;
+      }
+      seen.idle_gated = job_idle_gated;
       if (bound != seen.max_in_flight) {
         job->second->block.set_max_in_flight(bound);
         seen.max_in_flight = bound;
@@ -145,6 +169,33 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       job->second->block.set_gate(v.allowance, v.paused);
       seen.allowance = v.allowance;
       seen.paused = v.paused;
+    }
+    if (idle_gated) idle_gated_[device] = std::move(idle);
+  }
+  if (idle_gating()) relay(registry, now);
+}
+
+void Scheduler::relay(Registry& registry, Clock::time_point now) {
+  const uint64_t now_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  for (const auto& [device, idle] : idle_gated_) {
+    bool busy = false;
+    for (uint64_t id : idle.production) {
+      auto job = registry.jobs().find(id);
+      if (job == registry.jobs().end() || !job->second.block.valid()) continue;
+      const SharedControlBlock& b = job->second.block;
+      // Every production job is sampled, busy or not, so each one's history stays current.
+      if (activity_[id].busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns))
+        busy = true;
+    }
+    for (uint64_t id : idle.gated) {
+      auto job = registry.jobs().find(id);
+      auto seen = seen_.find(id);
+      if (job == registry.jobs().end() || seen == seen_.end() || !job->second.block.valid())
+        continue;
+      if (seen->second.held_for_production == busy) continue;
+      job->second.block.set_paused_while_production_busy(busy);
+      seen->second.held_for_production = busy;
     }
   }
 }

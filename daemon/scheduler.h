@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpushare/policies/policy.h"
+#include "production_activity.h"
 #include "registry.h"
 
 namespace gpushare::daemon {
@@ -31,8 +32,17 @@ inline constexpr uint32_t kLargestCompletionStride = 32;
 // (a stride change restarts the shim's marks); an idle window keeps it.
 uint32_t completion_stride_for(uint64_t launches, uint32_t current);
 
+// Kernel-level idle gating (Gate::production_idle_only): on a device where an opportunistic job
+// waits for production to be idle, production's completion marks come at least every 4 launches
+// (so at most 3 launches of a burst's tail are covered only by the quiet time of
+// ProductionActivity) and its poller publishes them every 250 µs; the idle relay samples the
+// blocks every 250 µs.
+inline constexpr uint32_t kIdleGatingStride = 4;
+inline constexpr uint32_t kIdleGatingPollUs = 250;
+inline constexpr std::chrono::microseconds kIdleRelayPeriod{250};
+
 // The gates this daemon's shim carries out (policies::make_policy refuses a choice needing more).
-inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = false};
+inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = true};
 
 class Scheduler {
  public:
@@ -43,6 +53,12 @@ class Scheduler {
 
   // The device a job is scheduled on: the first it registered or holds memory on, else 0.
   static int device_of(const Job& job);
+
+  // Whether some opportunistic job's gate is production_idle_only (the idle relay must run).
+  bool idle_gating() const { return !idle_gated_.empty(); }
+  // The idle relay, every kIdleRelayPeriod while idle_gating(): samples the production jobs of
+  // each idle-gated device and holds that device's idle-gated jobs while any of them is busy.
+  void relay(Registry& registry, Clock::time_point now);
 
  private:
   struct DevicePolicy {
@@ -56,6 +72,9 @@ class Scheduler {
     bool paused = false;
     uint32_t max_in_flight = 0;
     uint32_t completion_stride = 0;
+    uint32_t completion_poll_us = 0;
+    bool idle_gated = false;           // its gate is production_idle_only
+    bool held_for_production = false;  // kPausedWhileProductionBusy set by the relay
     std::optional<uint64_t> completed;  // the shim's completed launch number at the last tick
     bool first = true;
   };
@@ -63,6 +82,14 @@ class Scheduler {
 
   std::map<int, DevicePolicy> devices_;
   std::map<uint64_t, Seen> seen_;  // by job id
+  // Per device with idle-gated jobs, from the last tick: its production jobs and its idle-gated
+  // opportunistic jobs (ids: the relay looks them up, a job may have left since).
+  struct IdleGatedDevice {
+    std::vector<uint64_t> production;
+    std::vector<uint64_t> gated;
+  };
+  std::map<int, IdleGatedDevice> idle_gated_;
+  std::map<uint64_t, ProductionActivity> activity_;  // by production job id
   Clock::time_point last_tick_{};
 };
 

@@ -98,10 +98,12 @@ bool Server::open() {
   signal(SIGPIPE, SIG_IGN);
   signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  relay_timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (signals_ < 0 || timer_ < 0 || epoll_ < 0 || !watch(epoll_, listener_) ||
-      !watch(epoll_, signals_) || !watch(epoll_, timer_)) {
+  if (signals_ < 0 || timer_ < 0 || relay_timer_ < 0 || epoll_ < 0 ||
+      !watch(epoll_, listener_) || !watch(epoll_, signals_) || !watch(epoll_, timer_) ||
+      !watch(epoll_, relay_timer_)) {
     spdlog::critical("cannot set up the event loop: {}", std::strerror(errno));
     return false;
   }
@@ -133,6 +135,8 @@ int Server::run() {
         accept_clients();
       } else if (fd == timer_) {
         tick();
+      } else if (fd == relay_timer_) {
+        relay();
       } else if (fd == signals_) {
         if (!handle_signals() && !stopping_) {
           sd_notify(0, "STOPPING=1");
@@ -330,6 +334,13 @@ bool Server::reply(Connection& c, protocol::MessageType type, const void* payloa
   return false;
 }
 
+void Server::relay() {
+  uint64_t expirations;
+  while (::read(relay_timer_, &expirations, sizeof expirations) > 0) {
+  }
+  if (relay_armed_) scheduler_.relay(registry_, Clock::now());
+}
+
 void Server::tick() {
   uint64_t expirations;
   while (::read(timer_, &expirations, sizeof expirations) > 0) {
@@ -337,6 +348,17 @@ void Server::tick() {
   Clock::time_point now = Clock::now();
   registry_.sample(now);
   scheduler_.tick(registry_, now, [this](int device) { return choice_for(device); });
+  // The idle relay runs only while some job is idle-gated (Gate::production_idle_only).
+  if (scheduler_.idle_gating() != relay_armed_) {
+    relay_armed_ = scheduler_.idle_gating();
+    itimerspec spec{};
+    if (relay_armed_) {
+      spec.it_interval.tv_nsec =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(kIdleRelayPeriod).count();
+      spec.it_value = spec.it_interval;
+    }
+    timerfd_settime(relay_timer_, 0, &spec, nullptr);
+  }
   memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
   mps_.tick(now);    // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
   if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {

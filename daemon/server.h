@@ -54,6 +54,7 @@ class Server {
   void read_client(int fd);
   void handle_frame(Connection& c, const protocol::FrameHeader& h, const uint8_t* payload);
   void tick();
+  void relay();  // the idle relay (Scheduler::relay), every kIdleRelayPeriod while armed
   bool handle_signals();  // false: stop
   void drop(int fd, const std::string& why);
   void disconnect(int fd);
@@ -112,6 +113,8 @@ class Server {
   int epoll_ = -1;
   int listener_ = -1;
   int timer_ = -1;
+  int relay_timer_ = -1;
+  bool relay_armed_ = false;
   int signals_ = -1;
   int spare_fd_ = -1;  // released to accept-and-close when out of file descriptors
   Clock::time_point started_;

@@ -115,10 +115,31 @@ void SharedControlBlock::set_job_class(protocol::JobClass c) {
 void SharedControlBlock::set_gate(uint64_t allowance, bool paused) {
   if (!block_) return;
   block_->allowance.store(allowance, std::memory_order_release);
-  // The memory broker's pause bit is its own (docs/memory.md): the policy never clears it.
-  uint32_t memory = block_->paused.load(std::memory_order_relaxed) & protocol::kPausedForMemory;
-  block_->paused.store((paused ? protocol::kPausedByPolicy : 0) | memory,
-                       std::memory_order_release);
+  // The memory broker's and the idle relay's pause bits are theirs (docs/memory.md,
+  // docs/protocol.md): the policy never clears them.
+  if (paused)
+    block_->paused.fetch_or(protocol::kPausedByPolicy, std::memory_order_acq_rel);
+  else
+    block_->paused.fetch_and(~protocol::kPausedByPolicy, std::memory_order_acq_rel);
+  wake();
+}
+
+uint64_t SharedControlBlock::last_mark_launch() const {
+  return block_ ? block_->last_mark_launch.load(std::memory_order_acquire) : 0;
+}
+
+void SharedControlBlock::set_completion_poll_us(uint32_t us) {
+  if (block_) block_->completion_poll_us.store(us, std::memory_order_relaxed);
+}
+
+void SharedControlBlock::set_paused_while_production_busy(bool paused) {
+  if (!block_) return;
+  if (paused) {
+    // A launch that already passed the gate goes on; the next one waits. No wake-up needed.
+    block_->paused.fetch_or(protocol::kPausedWhileProductionBusy, std::memory_order_acq_rel);
+    return;
+  }
+  block_->paused.fetch_and(~protocol::kPausedWhileProductionBusy, std::memory_order_acq_rel);
   wake();
 }
 

@@ -48,6 +48,13 @@ class SharedControlBlock {
   // The launch number of the shim's latest completed mark, when it tracks completions; the caller
   // clamps it against launches() (the value comes from the client).
   std::optional<uint64_t> completed_launches() const;
+  // The launch number of the shim's latest recorded completion mark (untrusted).
+  uint64_t last_mark_launch() const;
+  // How often the shim's poller looks at pending marks, in µs (0: its default).
+  void set_completion_poll_us(uint32_t us);
+  // Sets or clears kPausedWhileProductionBusy (the idle relay's bit; the others are left alone)
+  // and wakes the job's launches when it clears.
+  void set_paused_while_production_busy(bool paused);
   // The mapped page, for the memory broker's fields (daemon/memory_swap.cpp); null when empty.
   protocol::ControlBlock* page() const { return block_; }
 

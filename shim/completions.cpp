@@ -1,8 +1,11 @@
 #include "completions.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -30,6 +33,9 @@ constexpr uint32_t kLargestStride = 1u << 20;
 // without, the poller only follows the daemon's stride.
 constexpr long kPollBusyNs = 1'000'000;
 constexpr long kPollIdleNs = 10'000'000;
+// The range of a poll period the daemon may ask for (completion_poll_us); outside it, the default.
+constexpr uint32_t kFastestPollUs = 100;
+constexpr uint32_t kSlowestPollUs = 10'000;
 
 // A stride the daemon wrote that the shim follows: a power of two up to kLargestStride; anything
 // else (a scribbled block) is off.
@@ -73,11 +79,33 @@ class CompletionTracker {
       return give_up("cuEventRecord", r);
     }
     pending_.push_back({ticket, event, context});
+    // Published now, not at the next poll: the daemon's idle relay must see marked work as
+    // pending from the moment it is on the GPU (completed_launches < last_mark_launch).
+    if (block_ && block_ == control_block())
+      block_->last_mark_launch.store(ticket, std::memory_order_release);
+    // Sequentially consistent with the poller's idle_ store and its re-read of the word: either
+    // it sees the new word and does not sleep, or this sees it idle and wakes it.
+    wake_word_.fetch_add(1);
+    if (idle_.load()) syscall(SYS_futex, &wake_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   }
 
   // The poller's loop (never returns).
   void poll_forever() {
-    for (;;) sleep_ns(poll_once() ? kPollBusyNs : kPollIdleNs);
+    for (;;) {
+      const uint32_t seq = wake_word_.load();
+      if (poll_once()) {
+        sleep_ns(busy_poll_ns_.load(std::memory_order_relaxed));
+        continue;
+      }
+      // Nothing pending: sleep until the next mark (mark() wakes the poller, so a mark is seen
+      // within a busy poll period, not an idle one) or the idle period, to follow the stride.
+      idle_.store(true);
+      if (wake_word_.load() == seq) {
+        timespec timeout{0, kPollIdleNs};
+        syscall(SYS_futex, &wake_word_, FUTEX_WAIT_PRIVATE, seq, &timeout, nullptr, 0);
+      }
+      idle_.store(false);
+    }
   }
 
   void at_exit() {
@@ -94,6 +122,8 @@ class CompletionTracker {
     block_ = nullptr;
     completed_ = 0;
     poller_context_ = nullptr;
+    idle_.store(false);
+    busy_poll_ns_.store(kPollBusyNs, std::memory_order_relaxed);
     stride_.store(0, std::memory_order_relaxed);
     g_next_mark.store(kNoMark, std::memory_order_relaxed);
   }
@@ -118,6 +148,7 @@ class CompletionTracker {
       pending_.clear();
       completed_ = 0;
       block_ = block;
+      block->last_mark_launch.store(0, std::memory_order_relaxed);
       stride_.store(0, std::memory_order_relaxed);
       g_next_mark.store(kNoMark, std::memory_order_relaxed);
     }
@@ -127,6 +158,11 @@ class CompletionTracker {
       g_next_mark.store(stride ? block->launches.load(std::memory_order_relaxed) + stride : kNoMark,
                         std::memory_order_relaxed);
     }
+    const uint32_t poll_us = block->completion_poll_us.load(std::memory_order_relaxed);
+    busy_poll_ns_.store(poll_us >= kFastestPollUs && poll_us <= kSlowestPollUs
+                            ? static_cast<long>(poll_us) * 1000
+                            : kPollBusyNs,
+                        std::memory_order_relaxed);
     reap();
     if (stride == 0 && pending_.empty()) {
       block->completion_tracked.store(0, std::memory_order_relaxed);
@@ -200,6 +236,9 @@ class CompletionTracker {
   uint64_t completed_ = 0;
   CUcontext poller_context_ = nullptr;  // current on the poller thread
   std::atomic<uint64_t> stride_{0};
+  std::atomic<long> busy_poll_ns_{kPollBusyNs};
+  std::atomic<uint32_t> wake_word_{0};  // futex word: bumped by every mark
+  std::atomic<bool> idle_{false};       // the poller sleeps on wake_word_
   bool off_ = false;
 };
 

@@ -59,6 +59,10 @@ const ParameterSpec kParameters[] = {
      "windows with every production job idle before opportunistic work runs unlimited", true},
     {"in_flight", 0, 0, 1024, "kernels each opportunistic job may have in flight; 0 is no bound",
      true},
+    {"kernel_gating", 0, 0, 1,
+     "1: opportunistic launches also wait while production has work in flight (kernel-level idle "
+     "gating; pair it with an in_flight bound so production meets a short queue)",
+     true, Needs::kernel_idle_gating},
 };
 
 // Periods in a row at or above target with the limit unused before the limit is lifted.
@@ -99,6 +103,7 @@ class HarvestPolicy final : public Policy {
         noise_margin_(p.at("noise_margin")),
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
+        kernel_gating_(p.at("kernel_gating") != 0),
         estimator_{.tolerance = p.at("tolerance"),
                    .smoothing = p.at("smoothing"),
                    .noise_margin = noise_margin_,
@@ -285,6 +290,7 @@ class HarvestPolicy final : public Policy {
       Gate gate{.job_id = job.job_id};
       if (job.job_class == JobClass::opportunistic) {
         gate.max_in_flight = in_flight_;
+        gate.production_idle_only = kernel_gating_;
         if (probe_ != Probe::off && !production_idle_)
           gate.paused = true;
         else if (limited)
@@ -303,6 +309,7 @@ class HarvestPolicy final : public Policy {
   const uint64_t control_period_ns_, probe_interval_ns_;
   const double noise_margin_;
   const uint32_t idle_windows_needed_, in_flight_;
+  const bool kernel_gating_;
   const EstimatorSettings estimator_;
 
   // Control state.

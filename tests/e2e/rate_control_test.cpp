@@ -209,3 +209,55 @@ TEST(RateControl, ProductionPublishesCompletionsAndOpportunisticJobsDoNot) {
   EXPECT_LE(last, launches);
   EXPECT_FALSE(opportunistic_tracked);
 }
+
+// Kernel-level idle gating: with `production_idle_only` the opportunistic job's launches wait
+// while production has work on the engine (its completion marks, sampled by the daemon's idle
+// relay every 250 µs) and run in its gaps, so production meets at most one short opportunistic
+// kernel when it comes back. Production: 2 ms kernels with 6 ms gaps (0.75 of the time idle);
+// opportunistic: back-to-back 200 µs kernels.
+class KernelIdleGating : public ::testing::TestWithParam<std::pair<std::string, nlohmann::json>> {};
+INSTANTIATE_TEST_SUITE_P(
+    RateControl, KernelIdleGating,
+    // harvest with kernel_gating=1 carries the same gate, but its rate law also acts on what it
+    // reads as harm: on this loaded 2-core machine it sometimes throttled the opportunistic job to
+    // 0.28 of its rate on noise, so the mechanism is tested under `priority`, which has no law.
+    ::testing::Values(std::pair<std::string, nlohmann::json>{"priority", {{"kernel_gating", 1}}}),
+    [](const auto& info) { return info.param.first; });
+
+TEST_P(KernelIdleGating, OpportunisticWorkFillsProductionsGapsAndOnlyThem) {
+  const auto& [policy, parameters] = GetParam();
+  TempDir dir;
+  std::string device = dir / "device";
+  Workload production{.kernel_us = 2000, .gap_us = 6000, .settle_s = 1.5, .seconds = 3};
+  Workload opportunistic{.kernel_us = 200, .gap_us = 0, .settle_s = 1.5, .seconds = 3};
+  Workload solo = opportunistic;
+  solo.settle_s = 0.5;
+  const double opportunistic_alone = alone(dir, device, "opp-alone", solo);
+  Workload production_solo = production;
+  production_solo.settle_s = 0.5;
+  const double production_alone = alone(dir, device, "prod-alone", production_solo);
+
+  // Without gating the opportunistic backlog on the FIFO engine costs production a whole
+  // opportunistic kernel at every launch, and the opportunistic job takes the engine half the time.
+  Pair plain = together(dir, device, "", production, opportunistic);
+
+  nlohmann::json config = config_with_policy(policy);
+  config["policy"]["parameters"] = {{policy, parameters}};
+  Daemon daemon(dir, config);
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  Pair gated = together(dir, device, daemon.socket, production, opportunistic);
+  const double production_nt = gated.production / production_alone;
+  const double opportunistic_nt = gated.opportunistic / opportunistic_alone;
+  const double gaps = 6.0 / 8.0;  // production's idle share of the time
+  std::printf("%s idle-gated: production NT %.3f, opportunistic NT %.3f (%.2f of the gaps); "
+              "no daemon: production NT %.3f, opportunistic NT %.3f\n",
+              policy.c_str(), production_nt, opportunistic_nt, opportunistic_nt / gaps,
+              plain.production / production_alone, plain.opportunistic / opportunistic_alone);
+  // On this engine a 200 µs opportunistic kernel costs production little even ungated (0.97-1.02
+  // measured); the bound leaves room for the 2-core machine's scheduling noise (0.93-1.01 seen
+  // with three compilers running beside it).
+  EXPECT_GE(production_nt, 0.9);
+  EXPECT_GE(opportunistic_nt, 0.6 * gaps);
+  // ... and only the gaps: it never gets much more than production leaves idle.
+  EXPECT_LE(opportunistic_nt, gaps + 0.1);
+}

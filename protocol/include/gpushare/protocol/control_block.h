@@ -23,6 +23,10 @@ enum class JobClass : uint32_t { production = 0, opportunistic = 1 };
 // shim's gate only asks whether any bit is set).
 inline constexpr uint32_t kPausedByPolicy = 1;
 inline constexpr uint32_t kPausedForMemory = 2;
+// Kernel-level idle gating (docs/protocol.md): set and cleared by the daemon's idle relay, every
+// ~250 µs, on an opportunistic job whose gate is production_idle_only, while a production job on
+// its device has work in flight.
+inline constexpr uint32_t kPausedWhileProductionBusy = 4;
 
 // Where a job's swappable memory is (docs/memory.md).
 enum class Residency : uint32_t { device = 0, host = 1 };
@@ -106,6 +110,15 @@ struct alignas(64) ControlBlock {
   std::atomic<uint32_t> completion_tracked;
   std::atomic<uint64_t> completed_launches;
   std::atomic<uint32_t> marks_pending;
+
+  // Kernel-level idle gating (docs/protocol.md). Added at the end: the offsets above are unchanged.
+  // Shim -> daemon: the launch number of the latest mark recorded (stored when it is recorded, so
+  // completed_launches < last_mark_launch means marked work is still on the GPU, even before the
+  // poller has looked). Untrusted: the daemon only compares it with its own samples.
+  alignas(64) std::atomic<uint64_t> last_mark_launch;
+  // Daemon -> shim: how often the poller queries its marks while some are pending, in µs (0: the
+  // shim's default, 1 ms); the daemon asks for less where an opportunistic job waits on the answer.
+  std::atomic<uint32_t> completion_poll_us;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
