@@ -12,7 +12,9 @@ carry=$(realpath .carry)
 D="LD_LIBRARY_PATH=$carry/lib $carry/bin/gpushared --config {config}"
 G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp /tmp/bmps)
 ROWS=(--skip sequential streams ticktock mps-thr30)
-POLICIES=(--gpushare-policy tgs harvest harvest@mps-prio)
+# GPUSHARE_POLICIES overrides the gpushare rows (space-separated, e.g. "harvest priority:kernel_gating=1").
+read -ra policies <<<"${GPUSHARE_POLICIES:-tgs harvest harvest@mps-prio}"
+POLICIES=(--gpushare-policy "${policies[@]}")
 bench() { timeout "$1" python3 tools/bench/run.py "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
 logs() { tar czf "$out/$1-logs.tgz" -C "$out/$1" . --exclude='*.gz' 2>/dev/null; }
 
