@@ -86,6 +86,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // bound, or without a launch in this window, the value may be stale, so it is not passed on.
     if (seen.max_in_flight > 0 && o.launches > 0) o.in_flight = job.block.in_flight();
     o.completed = completed_in_window(seen.completed, job.block.completed_launches(), launches);
+    if (seen.relayed) o.in_flight_ns = std::min(seen.in_flight_ns, window_ns);
+    seen.relayed = false;
+    seen.in_flight_ns = 0;
     window_launches[id] = o.launches;
     seen.launches = launches;
     seen.gate_waits = waits;
@@ -172,21 +175,38 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     }
     if (idle_gated) idle_gated_[device] = std::move(idle);
   }
-  if (idle_gating()) relay(registry, now);
+  if (idle_gating())
+    relay(registry, now);
+  else
+    last_relay_ = {};
 }
 
 void Scheduler::relay(Registry& registry, Clock::time_point now) {
   const uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  // Time since the previous sample, credited to the jobs busy now (at most a few periods: a loop
+  // that stalled says nothing about the time it missed).
+  const uint64_t elapsed_ns =
+      last_relay_ == Clock::time_point{}
+          ? 0
+          : std::min<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_relay_).count(),
+                4 * std::chrono::duration_cast<std::chrono::nanoseconds>(kIdleRelayPeriod).count());
+  last_relay_ = now;
   for (const auto& [device, idle] : idle_gated_) {
     bool busy = false;
     for (uint64_t id : idle.production) {
       auto job = registry.jobs().find(id);
-      if (job == registry.jobs().end() || !job->second.block.valid()) continue;
+      auto seen = seen_.find(id);
+      if (job == registry.jobs().end() || seen == seen_.end() || !job->second.block.valid())
+        continue;
       const SharedControlBlock& b = job->second.block;
       // Every production job is sampled, busy or not, so each one's history stays current.
-      if (activity_[id].busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns))
-        busy = true;
+      const bool job_busy =
+          activity_[id].busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
+      busy = busy || job_busy;
+      seen->second.relayed = true;
+      if (job_busy) seen->second.in_flight_ns += elapsed_ns;
     }
     for (uint64_t id : idle.gated) {
       auto job = registry.jobs().find(id);

@@ -75,6 +75,8 @@ class Scheduler {
     uint32_t completion_poll_us = 0;
     bool idle_gated = false;           // its gate is production_idle_only
     bool held_for_production = false;  // kPausedWhileProductionBusy set by the relay
+    uint64_t in_flight_ns = 0;         // production: time the relay saw it busy since the tick
+    bool relayed = false;              // production: the relay sampled it since the tick
     std::optional<uint64_t> completed;  // the shim's completed launch number at the last tick
     bool first = true;
   };
@@ -90,6 +92,7 @@ class Scheduler {
   };
   std::map<int, IdleGatedDevice> idle_gated_;
   std::map<uint64_t, ProductionActivity> activity_;  // by production job id
+  Clock::time_point last_relay_{};
   Clock::time_point last_tick_{};
 };
 

@@ -60,9 +60,15 @@ const ParameterSpec kParameters[] = {
     {"in_flight", 0, 0, 1024, "kernels each opportunistic job may have in flight; 0 is no bound",
      true},
     {"kernel_gating", 0, 0, 1,
-     "1: opportunistic launches also wait while production has work in flight (kernel-level idle "
-     "gating; pair it with an in_flight bound so production meets a short queue)",
+     "1: while production leaves gaps, opportunistic launches wait whenever production has work in "
+     "flight (kernel-level idle gating; pair it with an in_flight bound so production meets a "
+     "short queue); while it leaves none, the rate law instead",
      true, Needs::kernel_idle_gating},
+    {"gating_busy_limit", 0.9, 0.1, 1.0,
+     "with kernel_gating: production busy this fraction of a control period leaves no gaps worth "
+     "gating for; the opportunistic jobs run beside it under the rate law"},
+    {"gating_retry_ms", 5000, 200, 600'000,
+     "with kernel_gating: how long the rate law runs before production's gaps are measured again"},
 };
 
 // Periods in a row at or above target with the limit unused before the limit is lifted.
@@ -104,6 +110,8 @@ class HarvestPolicy final : public Policy {
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
         kernel_gating_(p.at("kernel_gating") != 0),
+        gating_busy_limit_(p.at("gating_busy_limit")),
+        gating_retry_ns_(static_cast<uint64_t>(p.at("gating_retry_ms") * 1e6)),
         estimator_{.tolerance = p.at("tolerance"),
                    .smoothing = p.at("smoothing"),
                    .noise_margin = noise_margin_,
@@ -128,7 +136,8 @@ class HarvestPolicy final : public Policy {
     } else {
       measure_window(device);
     }
-    if (production_joined && !opportunistic_.empty()) start_probe();
+    if (kernel_gating_) follow_gaps(device);
+    if (production_joined && !opportunistic_.empty() && !gating()) start_probe();
     return gates(device);
   }
 
@@ -145,6 +154,50 @@ class HarvestPolicy final : public Policy {
     return tgs::track_production(device, production_);
   }
 
+
+  // Kernel gating while production leaves gaps (production_idle_only: the opportunistic jobs run
+  // only when production has nothing in flight, which protects it at kernel granularity and needs
+  // no rate law), the rate law while it leaves none (gating would starve the opportunistic jobs
+  // for nothing: on the H100 a b8 training job keeps kernels in flight all the time, yet leaves
+  // SMs that MPS client priority hands out). Production's busy fraction comes from the daemon's
+  // idle relay (in_flight_ns), which samples only while gating: the law runs for gating_retry_ms,
+  // then one gated period measures the gaps again.
+  bool gating() const { return kernel_gating_ && gating_; }
+
+  void follow_gaps(const DeviceObservation& device) {
+    if (!gating_) {
+      if (device.now_ns >= law_until_ns_) switch_gating(true);
+      return;
+    }
+    if (production_idle_) {
+      gap_busy_ns_ = gap_window_ns_ = 0;
+      return;
+    }
+    uint64_t busiest = 0;
+    bool known = false;
+    for (const JobObservation& job : device.jobs) {
+      if (job.job_class != JobClass::production || !job.in_flight_ns) continue;
+      busiest = std::max(busiest, *job.in_flight_ns);
+      known = true;
+    }
+    if (!known) return;  // the relay had not sampled yet (its first window)
+    gap_busy_ns_ += static_cast<double>(busiest);
+    gap_window_ns_ += static_cast<double>(device.window_ns);
+    if (gap_window_ns_ < static_cast<double>(control_period_ns_)) return;
+    const bool saturated = gap_busy_ns_ >= gating_busy_limit_ * gap_window_ns_;
+    gap_busy_ns_ = gap_window_ns_ = 0;
+    if (saturated) {
+      law_until_ns_ = device.now_ns + gating_retry_ns_;
+      switch_gating(false);
+    }
+  }
+
+  void switch_gating(bool on) {
+    gating_ = on;
+    gap_busy_ns_ = gap_window_ns_ = 0;
+    probe_ = Probe::off;
+    reset_period();  // a period measured half gated says nothing of either mode
+  }
 
   void on_production_idle(const DeviceObservation& device) {
     if (!production_idle_) reset_period();
@@ -181,7 +234,8 @@ class HarvestPolicy final : public Policy {
 
   void end_period() {
     const double period_s = static_cast<double>(period_ns_) / kNsPerSecond;
-    const bool probed = probe_ == Probe::measuring;
+    // A gated period is as good as a probe: the opportunistic jobs ran only in production's gaps.
+    const bool probed = probe_ == Probe::measuring || gating();
     probe_ = Probe::off;
     const double opportunistic_rate = static_cast<double>(period_opportunistic_launches_) / period_s;
     if (limit_ == kNoLimit && !probed)
@@ -222,7 +276,7 @@ class HarvestPolicy final : public Policy {
     const uint64_t interval =
         solo_young ? std::min(probe_interval_ns_, kYoungProbeIntervalNs) : probe_interval_ns_;
     const bool probe_due = probe_interval_ns_ > 0 && busy_since_probe_ns_ >= interval;
-    if (!opportunistic_.empty() && (solo_missing || probe_due)) start_probe();
+    if (!opportunistic_.empty() && (solo_missing || probe_due) && !gating()) start_probe();
   }
 
   // The law. `slowest`: the lowest production estimate / solo rate; `error`: its relative standard
@@ -280,7 +334,7 @@ class HarvestPolicy final : public Policy {
     for (const JobObservation& job : device.jobs)
       if (job.job_class == JobClass::opportunistic)
         claims.push_back({job.weight, kNoLimit});
-    const bool limited = !production_idle_ && limit_ != kNoLimit;
+    const bool limited = !production_idle_ && limit_ != kNoLimit && !gating();
     const std::vector<double> shares =
         limited ? split_by_weight(limit_ * window_s_, claims) : std::vector<double>{};
     std::vector<Gate> gates;
@@ -290,7 +344,7 @@ class HarvestPolicy final : public Policy {
       Gate gate{.job_id = job.job_id};
       if (job.job_class == JobClass::opportunistic) {
         gate.max_in_flight = in_flight_;
-        gate.production_idle_only = kernel_gating_;
+        gate.production_idle_only = gating();
         if (probe_ != Probe::off && !production_idle_)
           gate.paused = true;
         else if (limited)
@@ -310,10 +364,15 @@ class HarvestPolicy final : public Policy {
   const double noise_margin_;
   const uint32_t idle_windows_needed_, in_flight_;
   const bool kernel_gating_;
+  const double gating_busy_limit_;
+  const uint64_t gating_retry_ns_;
   const EstimatorSettings estimator_;
 
   // Control state.
   double limit_ = kNoLimit;        // opportunistic launches/s while production is busy
+  bool gating_ = true;             // with kernel_gating: gating (else the law) while busy
+  uint64_t law_until_ns_ = 0;      // the law runs until then, then the gaps are measured again
+  double gap_busy_ns_ = 0, gap_window_ns_ = 0;  // production's busy time in a gated period
   double unthrottled_rate_ = 0;    // what the class takes unthrottled (launches/s)
   int lift_periods_ = 0;
   bool production_idle_ = true;

@@ -218,10 +218,11 @@ TEST(RateControl, ProductionPublishesCompletionsAndOpportunisticJobsDoNot) {
 class KernelIdleGating : public ::testing::TestWithParam<std::pair<std::string, nlohmann::json>> {};
 INSTANTIATE_TEST_SUITE_P(
     RateControl, KernelIdleGating,
-    // harvest with kernel_gating=1 carries the same gate, but its rate law also acts on what it
-    // reads as harm: on this loaded 2-core machine it sometimes throttled the opportunistic job to
-    // 0.28 of its rate on noise, so the mechanism is tested under `priority`, which has no law.
-    ::testing::Values(std::pair<std::string, nlohmann::json>{"priority", {{"kernel_gating", 1}}}),
+    // harvest gates while production leaves gaps (here 0.25 busy) and runs no rate law then: with
+    // the law on as well it sometimes throttled the opportunistic job to 0.28 on noise.
+    ::testing::Values(std::pair<std::string, nlohmann::json>{"priority", {{"kernel_gating", 1}}},
+                      std::pair<std::string, nlohmann::json>{
+                          "harvest", {{"kernel_gating", 1}, {"in_flight", 2}}}),
     [](const auto& info) { return info.param.first; });
 
 TEST_P(KernelIdleGating, OpportunisticWorkFillsProductionsGapsAndOnlyThem) {

@@ -121,3 +121,69 @@ TEST(Harvest, IsTheRegistrysAndTakesItsParameters) {
 
 }  // namespace
 }  // namespace gpushare::policies
+
+namespace gpushare::policies {
+namespace {
+
+// One 50 ms window of a production job busy `busy` of the time (as the daemon's idle relay
+// reports it, in_flight_ns) beside a backlogged opportunistic job.
+DeviceObservation window_with_production_busy(uint64_t now_ns, double busy) {
+  constexpr uint64_t kWindowNs = 50'000'000;
+  DeviceObservation d{.now_ns = now_ns, .window_ns = kWindowNs};
+  d.jobs.push_back({.job_id = 1,
+                    .job_class = JobClass::production,
+                    .launches = 100,
+                    .completed = 100,
+                    .in_flight_ns = static_cast<uint64_t>(busy * kWindowNs)});
+  d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = 50,
+                    .gate_waits = 10});
+  return d;
+}
+
+// Production leaving gaps: the opportunistic job is idle-gated (it runs whenever production has
+// nothing in flight), never paused for a probe nor rate-limited.
+TEST(HarvestKernelGating, GapsAreFilledByGatingNotByTheLaw) {
+  auto made = make_policy("harvest", {{"kernel_gating", 1}, {"in_flight", 8}});
+  ASSERT_TRUE(made.policy) << made.error;
+  for (int t = 0; t < 20 * 20; ++t) {
+    const std::vector<Gate> gates =
+        made.policy->decide(window_with_production_busy(t * 50'000'000ull, 0.3));
+    ASSERT_EQ(gates.size(), 2u);
+    EXPECT_FALSE(gates[0].production_idle_only);  // production is never gated
+    EXPECT_TRUE(gates[1].production_idle_only) << "tick " << t;
+    EXPECT_FALSE(gates[1].paused) << "tick " << t;
+    EXPECT_EQ(gates[1].launches, kUnlimited) << "tick " << t;
+    EXPECT_EQ(gates[1].max_in_flight, 8u);
+  }
+}
+
+// Production with work in flight all the time leaves no gaps: after one gated control period the
+// opportunistic job runs beside it under the law, and after gating_retry_ms one period measures
+// the gaps again.
+TEST(HarvestKernelGating, SaturatingProductionHandsOverToTheLawAndIsRemeasured) {
+  auto made = make_policy("harvest", {{"kernel_gating", 1}, {"gating_retry_ms", 2000}});
+  ASSERT_TRUE(made.policy) << made.error;
+  auto gated_at = [&](int tick) {
+    return made.policy->decide(window_with_production_busy(tick * 50'000'000ull, 1.0))[1]
+        .production_idle_only;
+  };
+  EXPECT_TRUE(gated_at(0));
+  int first_ungated = -1;
+  for (int t = 1; t < 20 && first_ungated < 0; ++t)
+    if (!gated_at(t)) first_ungated = t;
+  ASSERT_GE(first_ungated, 0) << "still gating after a second of saturated production";
+  EXPECT_LE(first_ungated, 6);  // one 200 ms period (4 windows) after the relay's first sample
+  int regated = -1;
+  for (int t = first_ungated + 1; t < first_ungated + 60 && regated < 0; ++t)
+    if (gated_at(t)) regated = t;
+  ASSERT_GE(regated, 0);
+  EXPECT_NEAR(regated - first_ungated, 40, 1);  // 2 s of 50 ms windows
+}
+
+TEST(HarvestKernelGating, NeedsTheGateFromTheSystem) {
+  EXPECT_FALSE(make_policy("harvest", {{"kernel_gating", 1}}, {.kernel_idle_gating = false}).policy);
+  EXPECT_TRUE(make_policy("harvest", {{"kernel_gating", 0}}, {.kernel_idle_gating = false}).policy);
+}
+
+}  // namespace
+}  // namespace gpushare::policies

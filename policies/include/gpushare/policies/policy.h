@@ -37,6 +37,9 @@ struct JobObservation {
   // Kernels the GPU finished in this window, where the shim publishes completion marks (the
   // daemon asks production jobs to): a signal that follows the GPU, where launches follow the CPU.
   std::optional<uint64_t> completed = std::nullopt;
+  // Time in this window during which the job had work on the GPU, for production jobs on a device
+  // with kernel-level idle gating (the daemon's idle relay samples it every 250 µs).
+  std::optional<uint64_t> in_flight_ns = std::nullopt;
 };
 
 struct DeviceObservation {
