@@ -1,5 +1,5 @@
-// `gpushare-sim memory`: the memory model (memory_model.h) on the thesis-shaped case or on
-// generated cases. For each case it prints the makespan of every schedule (FIFO without and with
+// `gpushare-sim memory`: the memory model (memory_model.h) on the thesis-shaped case, a case file
+// or generated cases. For each case it prints the makespan of every schedule (FIFO without and with
 // prefetch, an optional fixed order, the thesis weight order, the genetic search seeded with the
 // weight order and started from random orders alone), and what the search cost; over generated
 // cases, the gap between the weight order and the search. Format: docs/simulator.md.
@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "memory_case_file.h"
 #include "memory_schedules.h"
 #include "order_search.h"
 
@@ -21,7 +22,8 @@ namespace {
 using policies::RotationOrder;
 
 struct Options {
-  size_t generated = 0;  // 0: the thesis-shaped case
+  std::string case_path;  // a case file instead of the thesis-shaped case
+  size_t generated = 0;   // generated cases instead
   uint64_t case_seed = 1;
   size_t jobs = 5;
   SearchParameters search;
@@ -147,6 +149,8 @@ int memory_main(int argc, char** argv) {
       "the rotation orders with a genetic search.",
       "gpushare-sim memory"};
   Options options;
+  app.add_option("--case", options.case_path, "a case file (JSON, docs/simulator.md)")
+      ->check(CLI::ExistingFile);
   app.add_option("--generated", options.generated,
                  "run this many generated cases instead of the thesis-shaped one");
   app.add_option("--case-seed", options.case_seed, "seed of the first generated case");
@@ -171,7 +175,15 @@ int memory_main(int argc, char** argv) {
 
   std::vector<MemoryCase> cases;
   std::vector<std::string> titles;
-  if (options.generated == 0) {
+  if (!options.case_path.empty()) {
+    MemoryCase from_file;
+    if (const std::string error = load_memory_case(options.case_path, from_file); !error.empty()) {
+      std::cerr << "gpushare-sim memory: " << error << "\n";
+      return 2;
+    }
+    cases.push_back(from_file);
+    titles.push_back(options.case_path);
+  } else if (options.generated == 0) {
     cases.push_back(thesis_shaped_case());
     titles.push_back("thesis-shaped case (time units: 1 MiB copied)");
   }
@@ -184,7 +196,7 @@ int memory_main(int argc, char** argv) {
   std::vector<double> gaps, random_gaps, fifo_gaps;
   for (size_t k = 0; k < cases.size(); ++k) {
     MemoryCase& memory_case = cases[k];
-    memory_case.writeback = options.writeback;
+    memory_case.writeback = memory_case.writeback || options.writeback;
     if (const std::string error = check_case(memory_case); !error.empty()) {
       std::cerr << "gpushare-sim memory: " << titles[k] << ": " << error << "\n";
       return 2;
