@@ -107,6 +107,29 @@ std::vector<Row> run_case(const MemoryCase& memory_case, const Options& options,
   return rows;
 }
 
+// Copy time that overlapped compute; never below 0 (rounding of equal sums).
+double hidden_s(const MemoryRun& run) {
+  return std::max(0.0, run.copy_s - run.stall_s);
+}
+
+// Per schedule over all cases: sums of makespan / compute and of the hidden share of the copies.
+struct Totals {
+  std::string schedule;
+  double stretch = 0, hidden = 0;
+  size_t cases = 0;
+};
+
+void add_totals(std::vector<Totals>& totals, const std::vector<Row>& rows) {
+  for (const Row& row : rows) {
+    auto found = std::find_if(totals.begin(), totals.end(),
+                              [&](const Totals& t) { return t.schedule == row.schedule; });
+    if (found == totals.end()) found = totals.insert(totals.end(), {row.schedule});
+    found->stretch += row.run.compute_s > 0 ? row.run.makespan_s / row.run.compute_s : 0;
+    found->hidden += row.run.copy_s > 0 ? hidden_s(row.run) / row.run.copy_s : 1;
+    ++found->cases;
+  }
+}
+
 void print_case(const MemoryCase& memory_case, const std::string& title,
                 const std::vector<Row>& rows, bool timeline) {
   uint64_t total = 0;
@@ -119,9 +142,8 @@ void print_case(const MemoryCase& memory_case, const std::string& title,
               "hidden", "swap-ins", "order");
   for (const Row& row : rows) {
     std::printf("  %-20s %10.1f %9.1f %9.1f %9.1f %8u  %s\n", row.schedule.c_str(),
-                row.run.makespan_s, row.run.compute_s, row.run.copy_s,
-                row.run.copy_s - row.run.stall_s, row.run.swap_ins,
-                order_text(memory_case, row.order).c_str());
+                row.run.makespan_s, row.run.compute_s, row.run.copy_s, hidden_s(row.run),
+                row.run.swap_ins, order_text(memory_case, row.order).c_str());
     if (!timeline) continue;
     for (const StepTimes& step : row.run.steps) {
       std::printf("      %-8s", memory_case.jobs[step.job].name.c_str());
@@ -194,6 +216,7 @@ int memory_main(int argc, char** argv) {
 
   SearchCost cost;
   std::vector<double> gaps, random_gaps, fifo_gaps;
+  std::vector<Totals> totals;
   for (size_t k = 0; k < cases.size(); ++k) {
     MemoryCase& memory_case = cases[k];
     memory_case.writeback = memory_case.writeback || options.writeback;
@@ -209,6 +232,7 @@ int memory_main(int argc, char** argv) {
     }
     const std::vector<Row> rows = run_case(memory_case, options, fixed, cost);
     print_case(memory_case, titles[k], rows, options.timeline);
+    add_totals(totals, rows);
     const double weighted = makespan_of(rows, "weight, prefetch");
     gaps.push_back((weighted - makespan_of(rows, "search from weight")) / weighted);
     random_gaps.push_back((weighted - makespan_of(rows, "search from random")) / weighted);
@@ -226,8 +250,14 @@ int memory_main(int argc, char** argv) {
                   100 * *std::max_element(values.begin(), values.end()));
     return std::string(text);
   };
+  std::printf("\nmean over %zu case(s): %-20s %16s %13s\n", cases.size(), "schedule",
+              "makespan/compute", "copy hidden");
+  for (const Totals& t : totals)
+    std::printf("%24s%-20s %16.3f %12.0f %%\n", "", t.schedule.c_str(),
+                t.stretch / static_cast<double>(t.cases),
+                100 * t.hidden / static_cast<double>(t.cases));
   std::printf(
-      "\n%zu case(s); makespan the search saves over the weight order: %s (from random "
+      "%zu case(s); makespan the search saves over the weight order: %s (from random "
       "orders alone: %s)\n",
       cases.size(), summary(gaps).c_str(), summary(random_gaps).c_str());
   std::printf("weight order over fifo with prefetch: %s\n", summary(fifo_gaps).c_str());
