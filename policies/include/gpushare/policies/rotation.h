@@ -8,8 +8,8 @@
 // The order is the thesis's weight order (policies/swap_order.h: reward / penalty, alternating the
 // highest and the lowest weight), FIFO (registration order) or a fixed list. A turn lasts at least
 // `min_turn_s` and at least `turn_per_swap_in` times the next job's swap-in, so that a copy that
-// cannot be hidden costs at most that fraction of a turn. Pure: no clock, no I/O; the daemon and
-// the simulator (tools/sim, `gpushare-sim memory`) call the same function.
+// cannot be hidden costs at most that fraction of a turn. Pure: no clock, no I/O; the simulator
+// (tools/sim, `gpushare-sim memory`) calls it, and gpushared is to call the same function.
 #pragma once
 
 #include <cstdint>
