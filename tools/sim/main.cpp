@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "expectation.h"
+#include "memory_command.h"
 #include "trace.h"
 
 namespace {
@@ -49,9 +50,11 @@ std::string shown(std::optional<double> value) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "memory") return sim::memory_main(argc - 1, argv + 1);
   CLI::App app{
       "Replays a GPU-sharing trace through gpushare's policies and prints each job's "
-      "normalized throughput."};
+      "normalized throughput. `gpushare-sim memory --help`: the memory model (rotation, "
+      "prefetch, order search)."};
   std::string trace_path, timeline_path;
   std::vector<std::string> labels, expectations;
   bool csv = false;
