@@ -1,4 +1,4 @@
-// Issue 6: admission against limits, and each job's view of memory (cuMemGetInfo,
+// Admission against limits, and each job's view of memory (cuMemGetInfo,
 // cuDeviceTotalMem, NVML), with the real daemon, shim and ctl on the fake driver.
 #include <gtest/gtest.h>
 
