@@ -44,6 +44,15 @@ class Scheduler {
   // The device a job is scheduled on: the first it registered or holds memory on, else 0.
   static int device_of(const Job& job);
 
+  // What the last tick decided on a device that had jobs (for /metrics).
+  struct DeviceStatus {
+    // Launches per second the opportunistic jobs were allowed together (+inf: unlimited); none
+    // without opportunistic jobs.
+    std::optional<double> opportunistic_limit_per_second;
+    std::optional<double> production_progress;  // the policy's estimate, where it has one
+  };
+  const std::map<int, DeviceStatus>& device_status() const { return status_; }
+
  private:
   struct DevicePolicy {
     PolicyChoice choice;
@@ -63,6 +72,7 @@ class Scheduler {
 
   std::map<int, DevicePolicy> devices_;
   std::map<uint64_t, Seen> seen_;  // by job id
+  std::map<int, DeviceStatus> status_;  // by device, from the last tick
   Clock::time_point last_tick_{};
 };
 
