@@ -11,6 +11,9 @@
 #include "metrics_format.h"
 
 namespace gpushare::daemon {
+namespace {
+constexpr size_t kWorkers = 4;
+}
 
 MetricsEndpoint::MetricsEndpoint() = default;
 
@@ -18,11 +21,13 @@ MetricsEndpoint::~MetricsEndpoint() { stop(); }
 
 bool MetricsEndpoint::start(const MetricsListen& listen, std::string* error) {
   auto http = std::make_unique<httplib::Server>();
-  // One worker: scrapes come every few seconds; more threads would only be more to audit.
-  http->new_task_queue = [] { return new httplib::ThreadPool(1); };
+  // A worker serves one connection for as long as it is kept alive, so one worker would let a
+  // scraper's keep-alive connection (Prometheus keeps one) block every other reader. A few
+  // workers, and idle connections closed after a second.
+  http->new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  http->set_keep_alive_timeout(1);
   http->set_read_timeout(5, 0);
   http->set_write_timeout(5, 0);
-  http->set_keep_alive_max_count(10);
   http->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
     std::shared_ptr<const MetricsSnapshot> snapshot = latest();
     response.set_content(format_metrics(snapshot ? *snapshot : MetricsSnapshot{}),

@@ -49,7 +49,7 @@ TEST(CtlUsability, PolicyOnADeviceThatDoesNotExistIsRefusedAndParametersAreEchoe
   ASSERT_EQ(set.exit_code, 0) << set.err;
   EXPECT_NE(set.out.find("device 0: none -> tgs "), std::string::npos) << set.out;
   EXPECT_NE(set.out.find("target=0.8"), std::string::npos) << set.out;
-  EXPECT_NE(set.out.find("control_period_ms=100"), std::string::npos) << set.out;  // a default
+  EXPECT_NE(set.out.find("control_period_ms=200"), std::string::npos) << set.out;  // a default
   EXPECT_TRUE(daemon.wait_for_log("\"target\":0.8")) << daemon.log();
 }
 
@@ -98,12 +98,13 @@ TEST(CtlUsability, CheckConfigPrintsPlainErrorsWithTheReason) {
   std::ofstream(dir / "bad.json") << R"({"tick_ms": 5})";
   for (auto [file, expected] : {std::pair<std::string, std::string>{dir / "bad.json", "tick_ms"},
                                 {dir / "absent.json", "No such file or directory"}}) {
+    const std::string err_path = file + ".err";
     ChildProcess check = ChildProcess::start(
         {Artefacts::daemon(), "--check-config", "--config", file}, {{"PATH", "/usr/bin:/bin"}},
-        dir / "check.err");
+        err_path);
     int status = check.wait(10s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-    std::string err = read_file(dir / "check.err");
+    std::string err = read_file(err_path);
     EXPECT_EQ(err.rfind(file + ": ", 0), 0u) << err;  // no timestamp, no log level
     EXPECT_NE(err.find(expected), std::string::npos) << err;
   }
