@@ -259,13 +259,10 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   runtime_policies_[static_cast<int>(device)] = name;
   runtime_parameters_[static_cast<int>(device)] = parameters;
   json in_force = effective_parameters(choice_for(static_cast<int>(device)));
-  spdlog::info("policy device={} {} -> {} {} by pid={} uid={}", device, from, name,
-               in_force.dump(), caller.pid, caller.uid);
-  return {{"ok", true},
-          {"device", device},
-          {"from", from},
-          {"policy", name},
-          {"parameters", in_force}};
+  spdlog::info("policy device={} {} -> {} {} by pid={} uid={}", device, from, name, in_force.dump(),
+               caller.pid, caller.uid);
+  return {
+      {"ok", true}, {"device", device}, {"from", from}, {"policy", name}, {"parameters", in_force}};
 }
 
 json Server::ctl_reload(const Peer& caller) {

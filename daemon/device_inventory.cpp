@@ -11,7 +11,8 @@ std::set<int> nvidia_device_nodes(const std::string& dev_dir) {
     std::string name = entry.path().filename().string();
     if (name.size() <= 6 || name.compare(0, 6, "nvidia") != 0 || name.size() > 10) continue;
     std::string digits = name.substr(6);
-    if (digits.find_first_not_of("0123456789") == std::string::npos) found.insert(std::stoi(digits));
+    if (digits.find_first_not_of("0123456789") == std::string::npos)
+      found.insert(std::stoi(digits));
   }
   return found;
 }

@@ -24,8 +24,9 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
     bytes = parse_bytes(request.at("bytes"));
     if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
     if (*bytes == 0)
-      return failure("a limit of 0 bytes would refuse every allocation; null returns the job to "
-                     "its configured limit");
+      return failure(
+          "a limit of 0 bytes would refuse every allocation; null returns the job to "
+          "its configured limit");
   }
   std::vector<Job*> targets;
   std::string target;

@@ -89,7 +89,8 @@ void Server::publish_metrics() {
     }
     d.capacity_bytes = memory_.capacity(config_.memory, device);
     for (auto& [id, job] : registry_.jobs())
-      (job.granted == protocol::JobClass::production ? d.production_bytes : d.opportunistic_bytes) +=
+      (job.granted == protocol::JobClass::production ? d.production_bytes
+                                                     : d.opportunistic_bytes) +=
           job_bytes(job, device);
     s.devices.push_back(std::move(d));
   }

@@ -58,7 +58,8 @@ void parse_metrics_config(const nlohmann::json& section, MetricsConfig* out,
   }
   std::string error;
   out->listen = parse_metrics_listen(listen.get<std::string>(), &error);
-  if (!out->listen) errors->push_back("metrics.listen: expected " + error + ", got " + listen.dump());
+  if (!out->listen)
+    errors->push_back("metrics.listen: expected " + error + ", got " + listen.dump());
 }
 
 }  // namespace gpushare::daemon

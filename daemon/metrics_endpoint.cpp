@@ -17,7 +17,9 @@ constexpr size_t kWorkers = 4;
 
 MetricsEndpoint::MetricsEndpoint() = default;
 
-MetricsEndpoint::~MetricsEndpoint() { stop(); }
+MetricsEndpoint::~MetricsEndpoint() {
+  stop();
+}
 
 bool MetricsEndpoint::start(const MetricsListen& listen, std::string* error) {
   auto http = std::make_unique<httplib::Server>();

@@ -38,7 +38,9 @@ std::string number(double v) {
   return ec == std::errc() ? std::string(text, end) : "NaN";
 }
 
-std::string number(uint64_t v) { return std::to_string(v); }
+std::string number(uint64_t v) {
+  return std::to_string(v);
+}
 
 class Exposition {
  public:
@@ -136,7 +138,8 @@ void device_families(Exposition& x, const MetricsSnapshot& s) {
   x.family("gpushare_device_memory_capacity_bytes", "gauge",
            "Device memory the daemon admits allocations against.");
   for (const DeviceSample& d : s.devices)
-    if (d.capacity_bytes) x.sample({{"device", std::to_string(d.device)}}, number(*d.capacity_bytes));
+    if (d.capacity_bytes)
+      x.sample({{"device", std::to_string(d.device)}}, number(*d.capacity_bytes));
   x.family("gpushare_device_memory_used_bytes", "gauge",
            "Device memory declared by the jobs of each class.");
   for (const DeviceSample& d : s.devices) {
@@ -155,7 +158,8 @@ void job_families(Exposition& x, const MetricsSnapshot& s) {
   for (const JobSample& j : s.jobs)
     if (j.completed_launches) x.sample(job_labels(j, j.device), number(*j.completed_launches));
   x.family("gpushare_job_launches_per_second", "gauge", "Launch rate over the last second.");
-  for (const JobSample& j : s.jobs) x.sample(job_labels(j, j.device), number(j.launches_per_second));
+  for (const JobSample& j : s.jobs)
+    x.sample(job_labels(j, j.device), number(j.launches_per_second));
   x.family("gpushare_job_gate_held_seconds_total", "counter",
            "Time the job's launches spent held at the gate.");
   for (const JobSample& j : s.jobs)

@@ -24,9 +24,8 @@ enum class Refusal {
   max_clients,   // a connection beyond max_clients
   count_
 };
-inline constexpr std::array<std::string_view, static_cast<size_t>(Refusal::count_)>
-    kRefusalNames = {"production", "alloc",  "set_priority", "set_limit",
-                     "policy",     "reload", "max_clients"};
+inline constexpr std::array<std::string_view, static_cast<size_t>(Refusal::count_)> kRefusalNames =
+    {"production", "alloc", "set_priority", "set_limit", "policy", "reload", "max_clients"};
 static_assert(kRefusalNames.back() == "max_clients", "kRefusalNames follows enum Refusal");
 
 // The daemon's own counters, bumped by the event loop where the event happens.
@@ -40,9 +39,9 @@ struct DaemonCounters {
 
 struct JobMemorySample {
   int device = 0;
-  uint64_t used_bytes = 0;                 // declared on the device, reservations included
-  std::optional<uint64_t> limit_bytes;     // none: no limit
-  uint64_t on_host_bytes = 0;              // swapped out (or moving out) to host memory
+  uint64_t used_bytes = 0;              // declared on the device, reservations included
+  std::optional<uint64_t> limit_bytes;  // none: no limit
+  uint64_t on_host_bytes = 0;           // swapped out (or moving out) to host memory
 };
 
 struct JobSample {

@@ -55,8 +55,9 @@ TEST(CtlUsability, PolicyOnADeviceThatDoesNotExistIsRefusedAndParametersAreEchoe
 
 TEST(CtlUsability, StatusShowsCapacityOversubscriptionAndParameters) {
   TempDir dir;
-  Daemon daemon(dir, {{"memory", {{"capacity", "2G"}, {"oversubscribe", true}}},
-                      {"policy", {{"default", "tgs"}, {"parameters", {{"tgs", {{"target", 0.9}}}}}}}});
+  Daemon daemon(dir,
+                {{"memory", {{"capacity", "2G"}, {"oversubscribe", true}}},
+                 {"policy", {{"default", "tgs"}, {"parameters", {{"tgs", {{"target", 0.9}}}}}}}});
   ASSERT_TRUE(daemon.start());
   ChildProcess probe = start_probe(dir, daemon.socket, probe_as("shown"));
   ASSERT_TRUE(probe.running());
@@ -99,9 +100,9 @@ TEST(CtlUsability, CheckConfigPrintsPlainErrorsWithTheReason) {
   for (auto [file, expected] : {std::pair<std::string, std::string>{dir / "bad.json", "tick_ms"},
                                 {dir / "absent.json", "No such file or directory"}}) {
     const std::string err_path = file + ".err";
-    ChildProcess check = ChildProcess::start(
-        {Artefacts::daemon(), "--check-config", "--config", file}, {{"PATH", "/usr/bin:/bin"}},
-        err_path);
+    ChildProcess check =
+        ChildProcess::start({Artefacts::daemon(), "--check-config", "--config", file},
+                            {{"PATH", "/usr/bin:/bin"}}, err_path);
     int status = check.wait(10s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
     std::string err = read_file(err_path);
@@ -124,8 +125,8 @@ TEST(CtlRecord, WritesATraceWithATrackPerJob) {
   for (const json& e : trace["traceEvents"]) {
     track = track || (e["ph"] == "M" && e["pid"] == probe.pid() &&
                       e["args"]["name"] == "recorded (pid " + std::to_string(probe.pid()) + ")");
-    gate = gate || (e["ph"] == "X" && e["pid"] == probe.pid() &&
-                    e["name"] == "running (opportunistic)");
+    gate = gate ||
+           (e["ph"] == "X" && e["pid"] == probe.pid() && e["name"] == "running (opportunistic)");
   }
   EXPECT_TRUE(track && gate) << trace.dump().substr(0, 2000);
   EXPECT_GE(trace["otherData"]["samples"].get<int>(), 5);  // one a tick (50 ms) for 0.5 s

@@ -1,5 +1,7 @@
 // /metrics's exposition (daemon/metrics_format.cpp) and its config key, without a daemon: names,
 // labels, escaping of client-chosen job names, and that a job that left has no series.
+#include "metrics_format.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,7 +10,6 @@
 #include <sstream>
 
 #include "config.h"
-#include "metrics_format.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -83,10 +84,12 @@ TEST(MetricsFormat, ShowsEveryFamilyWithItsValues) {
            std::string(R"(gpushare_config_reloads_total{result="success"} 2)"),
            std::string(R"(gpushare_config_reloads_total{result="failure"} 1)"),
            std::string(R"(gpushare_device_policy_info{device="0",policy="tgs"} 1)"),
-           std::string(R"(gpushare_device_opportunistic_limit_launches_per_second{device="0"} +Inf)"),
+           std::string(
+               R"(gpushare_device_opportunistic_limit_launches_per_second{device="0"} +Inf)"),
            std::string(R"(gpushare_device_production_progress_ratio{device="0"} 0.93)"),
            std::string(R"(gpushare_device_memory_capacity_bytes{device="0"} 17179869184)"),
-           std::string(R"(gpushare_device_memory_used_bytes{device="0",class="production"} 1048576)"),
+           std::string(
+               R"(gpushare_device_memory_used_bytes{device="0",class="production"} 1048576)"),
            "gpushare_job_launches_total{" + serve + "} 1000",
            "gpushare_job_launches_total{" + train + "} 7",
            "gpushare_job_completed_launches_total{" + serve + "} 990",
@@ -149,9 +152,9 @@ TEST(MetricsFormat, LabelValuesAreEscapedAndValidUtf8) {
   EXPECT_EQ(escape_label_value("plain"), "plain");
   EXPECT_EQ(escape_label_value(R"(a"b\c)"), R"(a\"b\\c)");
   EXPECT_EQ(escape_label_value("a\nb"), "a\\nb");
-  EXPECT_EQ(escape_label_value("h\xC3\xA9"), "h\xC3\xA9");           // é stays
-  EXPECT_EQ(escape_label_value("x\xFFy"), "x\xEF\xBF\xBDy");          // a stray byte
-  EXPECT_EQ(escape_label_value("\xC3"), "\xEF\xBF\xBD");              // a cut sequence
+  EXPECT_EQ(escape_label_value("h\xC3\xA9"), "h\xC3\xA9");                // é stays
+  EXPECT_EQ(escape_label_value("x\xFFy"), "x\xEF\xBF\xBDy");              // a stray byte
+  EXPECT_EQ(escape_label_value("\xC3"), "\xEF\xBF\xBD");                  // a cut sequence
   EXPECT_EQ(escape_label_value("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
 }
 
@@ -167,10 +170,10 @@ TEST(MetricsConfig, ListenTakesTcpOrAUnixPathAndIsOffByDefault) {
   auto path = parse_config(R"({"metrics": {"listen": "/run/gpushare/metrics.sock"}})");
   ASSERT_TRUE(path.config) << path.error_text();
   EXPECT_EQ(path.config->metrics.listen->unix_path, "/run/gpushare/metrics.sock");
-  for (const char* bad : {R"({"metrics": {"listen": "9450"}})",
-                          R"({"metrics": {"listen": "127.0.0.1:99999"}})",
-                          R"({"metrics": {"listen": "127.0.0.1:"}})", R"({"metrics": {"listen": 9450}})",
-                          R"({"metrics": {"port": 9450}})", R"({"metrics": "127.0.0.1:9450"})"}) {
+  for (const char* bad :
+       {R"({"metrics": {"listen": "9450"}})", R"({"metrics": {"listen": "127.0.0.1:99999"}})",
+        R"({"metrics": {"listen": "127.0.0.1:"}})", R"({"metrics": {"listen": 9450}})",
+        R"({"metrics": {"port": 9450}})", R"({"metrics": "127.0.0.1:9450"})"}) {
     auto r = parse_config(bad);
     EXPECT_FALSE(r.config) << bad;
     EXPECT_NE(r.error_text().find("metrics"), std::string::npos) << r.error_text();

@@ -43,8 +43,9 @@ TEST(Metrics, ServedOnAUnixSocketFollowTheJobsAndDropThoseThatLeave) {
   EXPECT_EQ(sample_value(text, "gpushare_jobs"), "2");
   EXPECT_EQ(sample_value(text, "gpushare_job_memory_used_bytes" + serve_series), "4194304");
   EXPECT_EQ(sample_value(text, R"(gpushare_refusals_total{reason="production"})"), "1");
-  EXPECT_EQ(sample_value(text, R"(gpushare_device_memory_used_bytes{device="0",class="production"})"),
-            "4194304");
+  EXPECT_EQ(
+      sample_value(text, R"(gpushare_device_memory_used_bytes{device="0",class="production"})"),
+      "4194304");
   EXPECT_EQ(sample_value(text, R"(gpushare_device_policy_info{device="0",policy="none"})"), "1");
 
   // A refused ctl request and a reload are counted.

@@ -81,13 +81,12 @@ TEST(PrometheusScrape, TheServerScrapesTheDaemonAndQueriesSeeTheJobs) {
                value_of(web_port, R"(min_over_time(up{job="gpushared"}[1m]))") == "1";
       },
       15s, 200ms);
-  ASSERT_TRUE(scraped) << read_file(dir / "prometheus.log")
-                       << query(web_port, R"(up)").dump();
+  ASSERT_TRUE(scraped) << read_file(dir / "prometheus.log") << query(web_port, R"(up)").dump();
 
   const std::string serve_sel = R"(job_name="serve-a",class="production",device="0",pid=")" +
                                 std::to_string(serve.pid()) + "\"";
-  const std::string train_sel = R"(job_name="train \"b\"",class="opportunistic",pid=")" +
-                                std::to_string(train.pid()) + "\"";
+  const std::string train_sel =
+      R"(job_name="train \"b\"",class="opportunistic",pid=")" + std::to_string(train.pid()) + "\"";
   EXPECT_EQ(value_of(web_port, "gpushare_jobs"), "2");
   EXPECT_EQ(value_of(web_port, "gpushare_job_launches_total{" + serve_sel + "}"), "10");
   EXPECT_EQ(value_of(web_port, "gpushare_job_launches_total{" + train_sel + "}"), "7");

@@ -1,8 +1,8 @@
 // `gpusharectl record`'s timeline (tools/ctl/timeline.cpp) from made-up samples: the trace-event
 // format Perfetto and chrome://tracing read, one track per job, and the events the samples imply.
-#include <gtest/gtest.h>
-
 #include "timeline.h"
+
+#include <gtest/gtest.h>
 
 namespace gpushare::ctl {
 namespace {
@@ -25,9 +25,18 @@ std::vector<Sample> samples() {
   json none = json::array({{{"device", 0}, {"policy", "none"}}});
   json tgs = json::array({{{"device", 0}, {"policy", "tgs"}, {"parameters", {{"target", 0.9}}}}});
   return {
-      {0.0, {job(10, "serve", "production", 0, false, 0), job(11, "train", "opportunistic", 0, false, 1 << 20)}, none},
-      {0.5, {job(10, "serve", "production", 500, false, 1 << 20), job(11, "train", "opportunistic", 100, true, 1 << 20, "swapping-out")}, tgs},
-      {1.0, {job(10, "serve", "production", 1000, false, 1 << 20), job(11, "train", "production", 100, true, 1 << 20, "swapped-out", 1 << 20)}, tgs},
+      {0.0,
+       {job(10, "serve", "production", 0, false, 0),
+        job(11, "train", "opportunistic", 0, false, 1 << 20)},
+       none},
+      {0.5,
+       {job(10, "serve", "production", 500, false, 1 << 20),
+        job(11, "train", "opportunistic", 100, true, 1 << 20, "swapping-out")},
+       tgs},
+      {1.0,
+       {job(10, "serve", "production", 1000, false, 1 << 20),
+        job(11, "train", "production", 100, true, 1 << 20, "swapped-out", 1 << 20)},
+       tgs},
       {1.5, {job(10, "serve", "production", 1500, false, 1 << 20)}, tgs},
   };
 }

@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "daemon_client.h"
@@ -37,8 +37,12 @@ std::optional<uint64_t> parse_size(const std::string& text) {
   size_t digits = text.find_first_not_of("0123456789");
   if (digits == 0 || text.empty()) return std::nullopt;
   std::string suffix = digits == std::string::npos ? "" : text.substr(digits);
-  int shift = suffix.empty() ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30
-                                  : suffix == "T" ? 40 : -1;
+  int shift = suffix.empty()  ? 0
+              : suffix == "K" ? 10
+              : suffix == "M" ? 20
+              : suffix == "G" ? 30
+              : suffix == "T" ? 40
+                              : -1;
   if (shift < 0 || text.size() - suffix.size() > 19) return std::nullopt;
   uint64_t n = std::stoull(text.substr(0, text.size() - suffix.size()));
   if (shift && n > (~uint64_t{0} >> shift)) return std::nullopt;
@@ -121,8 +125,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (argv[i][0] == '-' && std::isdigit(static_cast<unsigned char>(argv[i][1]))) {
       if (first_word(argc, argv) == "policy")
-        std::cerr << "gpusharectl: policy: device must be 0.." << gpushare::protocol::kMaxDeviceIndex
-                  << ", got " << argv[i] << "\n";
+        std::cerr << "gpusharectl: policy: device must be 0.."
+                  << gpushare::protocol::kMaxDeviceIndex << ", got " << argv[i] << "\n";
       else
         std::cerr << "gpusharectl: " << argv[i] << ": negative numbers are not accepted\n";
       return kUsage;

@@ -22,21 +22,24 @@ def main(trace_path, png_path):
              if e["ph"] == "M" and e["name"] == "process_name"}
     jobs = sorted(pid for pid in names if pid != 0)
     fig, axes = plt.subplots(len(jobs) + 1, 1, sharex=True, squeeze=False,
-                             figsize=(10, 1.2 + 1.8 * len(jobs)))
+                             figsize=(11, 1.4 + 1.8 * len(jobs)))
     axes = [a[0] for a in axes]
     top = axes[0]
-    for e in events:
-        if e["pid"] == 0 and e["ph"] == "X":
-            top.broken_barh([(e["ts"] / 1e6, e["dur"] / 1e6)], (e["tid"] - 0.4, 0.8), alpha=0.4)
-            top.text(e["ts"] / 1e6, e["tid"], " " + e["name"], va="center", fontsize=8)
+    slices = [e for e in events if e["pid"] == 0 and e["ph"] == "X"]
+    for i, e in enumerate(slices):
+        top.broken_barh([(e["ts"] / 1e6, e["dur"] / 1e6)], (e["tid"] - 0.4, 0.8),
+                        color="C%d" % (i % 10), alpha=0.35)
+        top.text(e["ts"] / 1e6, e["tid"], " " + e["name"], va="center", fontsize=8)
     top.set_ylabel("devices")
     top.set_yticks([])
     top.set_title("gpusharectl record: launch rate, gate and memory per job")
     for ax, pid in zip(axes[1:], jobs):
         rate = [(e["ts"] / 1e6, e["args"]["launches/s"]) for e in events
                 if e["pid"] == pid and e["ph"] == "C" and e["name"] == "launches/s"]
+        labelled = []
         if rate:
             ax.plot(*zip(*rate), lw=1.2, label="launches/s")
+            ax.set_ylim(0, max(r for _, r in rate) * 1.9 + 1)  # room for the event labels
         for e in events:
             if e["pid"] != pid:
                 continue
@@ -45,11 +48,17 @@ def main(trace_path, png_path):
             if e["ph"] == "X" and e["name"] in ("swapping out", "on host", "swapping in"):
                 ax.axvspan(e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6, color="purple", alpha=0.1)
             if e["ph"] == "i":
-                ax.axvline(e["ts"] / 1e6, color="gray", lw=0.8, ls=":")
-                ax.text(e["ts"] / 1e6, 0, " " + e["name"], rotation=90, fontsize=7, va="bottom")
-        ax.set_ylabel(names[pid], fontsize=8)
-        ax.set_ylim(bottom=0)
-    axes[-1].set_xlabel("seconds (red: paused at the gate; purple: memory on host or moving)")
+                x = e["ts"] / 1e6
+                ax.axvline(x, color="gray", lw=0.8, ls=":")
+                # Labels of events close together are moved apart, inside the plot.
+                while any(abs(x - taken) < 0.06 for taken in labelled):
+                    x += 0.06
+                labelled.append(x)
+                ax.text(x, 0.97, " " + e["name"], rotation=90, fontsize=7, va="top",
+                        transform=ax.get_xaxis_transform())
+        ax.set_ylabel(names[pid].replace(" (", "\n("), fontsize=8)
+    axes[-1].set_xlabel("seconds  (line: launches/s; red: paused at the gate; "
+                        "purple: memory on host or moving; dotted: events)")
     fig.tight_layout()
     fig.savefig(png_path, dpi=100)
 

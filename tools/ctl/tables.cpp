@@ -41,11 +41,13 @@ std::string devices_text(const json& devices) {
   return text;
 }
 
-// {"target": 0.9, "in_flight": 2} -> "target=0.9,in_flight=2" (the form `policy` takes); "-" if none.
+// {"target": 0.9, "in_flight": 2} -> "target=0.9,in_flight=2" (the form `policy` takes); "-" if
+// none.
 std::string parameters_text(const json& parameters) {
   std::string text;
   for (const auto& [name, value] : parameters.items()) {
-    bool whole = value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>());
+    bool whole =
+        value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>());
     text += (text.empty() ? "" : ",") + name + "=" +
             (whole ? std::to_string(static_cast<int64_t>(value.get<double>())) : value.dump());
   }
@@ -78,8 +80,7 @@ std::string render_status(const json& reply) {
   out += reply.contains("mps") ? render_mps(reply["mps"])
                                : "mps     unknown (the daemon does not report it)\n";
   out += std::string("memory  oversubscription ") +
-         (d.value("oversubscribe", false) ? "on (opportunistic memory may move to host)"
-                                          : "off") +
+         (d.value("oversubscribe", false) ? "on (opportunistic memory may move to host)" : "off") +
          "\n";
   const json& devices = reply.value("devices", json::array());
   if (!devices.empty()) {
@@ -87,13 +88,12 @@ std::string render_status(const json& reply) {
         {"DEVICE", "POLICY", "JOBS", "KERNELS/S", "MEMORY", "CAPACITY", "PARAMETERS"}};
     for (const auto& dev : devices) {
       const json capacity = dev.value("capacity_bytes", json());
-      rows.push_back({std::to_string(dev.value("device", 0)), dev.value("policy", std::string()),
-                      std::to_string(dev.value("jobs", 0)),
-                      number(dev.value("kernels_per_s", 0.0), 1),
-                      human_bytes(dev.value("memory_bytes", uint64_t{0})),
-                      capacity.is_number_unsigned() ? human_bytes(capacity.get<uint64_t>())
-                                                    : "unknown",
-                      parameters_text(dev.value("parameters", json::object()))});
+      rows.push_back(
+          {std::to_string(dev.value("device", 0)), dev.value("policy", std::string()),
+           std::to_string(dev.value("jobs", 0)), number(dev.value("kernels_per_s", 0.0), 1),
+           human_bytes(dev.value("memory_bytes", uint64_t{0})),
+           capacity.is_number_unsigned() ? human_bytes(capacity.get<uint64_t>()) : "unknown",
+           parameters_text(dev.value("parameters", json::object()))});
     }
     out += "\n" + table(rows);
   }

@@ -5,8 +5,8 @@
 
 #include <map>
 #include <set>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 namespace gpushare::ctl {
 namespace {
@@ -15,7 +15,9 @@ using nlohmann::json;
 
 constexpr int kDaemonPid = 0;  // the daemon's track; jobs use their own pids
 
-double micros(double seconds) { return seconds * 1e6; }
+double micros(double seconds) {
+  return seconds * 1e6;
+}
 
 // A state that lasts: emitted as one complete ("X") slice once it ends.
 struct Run {
@@ -27,19 +29,34 @@ class Builder {
  public:
   void metadata(int pid, int tid, const std::string& process, const std::string& thread) {
     if (named_.insert({pid, tid}).second) {
-      events_.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"},
+      events_.push_back({{"ph", "M"},
+                         {"pid", pid},
+                         {"tid", 0},
+                         {"name", "process_name"},
                          {"args", {{"name", process}}}});
-      events_.push_back({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"},
+      events_.push_back({{"ph", "M"},
+                         {"pid", pid},
+                         {"tid", tid},
+                         {"name", "thread_name"},
                          {"args", {{"name", thread}}}});
     }
   }
   void counter(int pid, const std::string& name, double t, json values) {
-    events_.push_back(
-        {{"ph", "C"}, {"pid", pid}, {"tid", 0}, {"name", name}, {"ts", micros(t)}, {"args", values}});
+    events_.push_back({{"ph", "C"},
+                       {"pid", pid},
+                       {"tid", 0},
+                       {"name", name},
+                       {"ts", micros(t)},
+                       {"args", values}});
   }
   void instant(int pid, int tid, const std::string& name, double t, json args = json::object()) {
-    events_.push_back({{"ph", "i"}, {"s", "t"}, {"pid", pid}, {"tid", tid}, {"name", name},
-                       {"ts", micros(t)}, {"args", args}});
+    events_.push_back({{"ph", "i"},
+                       {"s", "t"},
+                       {"pid", pid},
+                       {"tid", tid},
+                       {"name", name},
+                       {"ts", micros(t)},
+                       {"args", args}});
   }
   // Continues the run on (pid, tid, lane) or ends it and starts `state` at `t`.
   void state(int pid, int tid, const std::string& lane, const std::string& state, double t) {
@@ -67,8 +84,12 @@ class Builder {
  private:
   void close(int pid, int tid, const Run& run, double t) {
     if (run.name.empty() || t <= run.since) return;
-    events_.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", run.name},
-                       {"ts", micros(run.since)}, {"dur", micros(t - run.since)}});
+    events_.push_back({{"ph", "X"},
+                       {"pid", pid},
+                       {"tid", tid},
+                       {"name", run.name},
+                       {"ts", micros(run.since)},
+                       {"dur", micros(t - run.since)}});
   }
   json events_ = json::array();
   std::set<std::pair<int, int>> named_;
@@ -90,7 +111,7 @@ std::string swap_slice(const std::string& memory_state) {
 json build_trace(const std::vector<Sample>& samples) {
   Builder b;
   std::map<int, json> previous;  // by pid: the job's entry in the previous sample
-  std::map<int, std::string> policies;  // by device
+  std::map<int, std::pair<std::string, std::string>> policies;  // by device: (what, name)
   std::map<int, double> previous_t;
   double last_t = 0;
   b.metadata(kDaemonPid, 0, "gpushared", "policies");
@@ -99,14 +120,16 @@ json build_trace(const std::vector<Sample>& samples) {
     for (const json& d : s.devices) {
       int device = d.value("device", 0);
       std::string policy = d.value("policy", std::string());
-      std::string parameters = d.contains("parameters") ? d["parameters"].dump() : "";
-      std::string label = policy + (parameters.empty() || parameters == "{}" ? "" : " " + parameters);
+      json parameters = d.value("parameters", json::object());
+      // A change of parameters alone is a change too: the policy starts afresh.
+      std::string seen = policy + parameters.dump();
       auto it = policies.find(device);
-      if (it != policies.end() && it->second != label)
-        b.instant(kDaemonPid, device + 1, "policy " + it->second + " -> " + label, s.seconds);
-      policies[device] = label;
+      if (it != policies.end() && it->second.first != seen)
+        b.instant(kDaemonPid, device + 1, "policy " + it->second.second + " -> " + policy,
+                  s.seconds, {{"parameters", parameters}});
+      policies[device] = {seen, policy};
       b.metadata(kDaemonPid, device + 1, "gpushared", "device " + std::to_string(device));
-      b.state(kDaemonPid, device + 1, "policy", "policy " + label, s.seconds);
+      b.state(kDaemonPid, device + 1, "policy", "policy " + policy, s.seconds);
     }
     std::map<int, json> now;
     for (const json& job : s.jobs) {
@@ -118,7 +141,8 @@ json build_trace(const std::vector<Sample>& samples) {
       std::string job_class = job.value("class", std::string());
       const json gate = job.value("gate", json::object());
       b.state(pid, kGateLane, "gate",
-              gate.value("paused", false) ? "paused (" + job_class + ")" : "running (" + job_class + ")",
+              gate.value("paused", false) ? "paused (" + job_class + ")"
+                                          : "running (" + job_class + ")",
               s.seconds);
       const json memory_state = job.value("memory_state", json::object());
       b.state(pid, kMemoryLane, "memory", swap_slice(memory_state.value("state", std::string())),
@@ -131,6 +155,10 @@ json build_trace(const std::vector<Sample>& samples) {
       auto before = previous.find(pid);
       if (before == previous.end()) {
         b.instant(pid, kGateLane, "registered as " + job_class, s.seconds);
+        // A job that arrived while recording: its memory so far was admitted since.
+        if (&s != &samples.front() && bytes > 0)
+          b.instant(pid, kMemoryLane, "admitted", s.seconds,
+                    {{"bytes", bytes}, {"total_bytes", bytes}});
         continue;
       }
       const json& p = before->second;

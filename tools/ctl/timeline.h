@@ -15,8 +15,8 @@
 namespace gpushare::ctl {
 
 struct Sample {
-  double seconds = 0;    // since recording began
-  nlohmann::json jobs;   // the "jobs" array of the daemon's `jobs` reply
+  double seconds = 0;      // since recording began
+  nlohmann::json jobs;     // the "jobs" array of the daemon's `jobs` reply
   nlohmann::json devices;  // the "devices" array of its `status` reply
 };
 
