@@ -47,6 +47,10 @@ TEST(Metrics, ServedOnAUnixSocketFollowTheJobsAndDropThoseThatLeave) {
       sample_value(text, R"(gpushare_device_memory_used_bytes{device="0",class="production"})"),
       "4194304");
   EXPECT_EQ(sample_value(text, R"(gpushare_device_policy_info{device="0",policy="none"})"), "1");
+  // `none` gives the opportunistic job an unlimited gate.
+  EXPECT_EQ(
+      sample_value(text, R"(gpushare_device_opportunistic_limit_launches_per_second{device="0"})"),
+      "+Inf");
 
   // A refused ctl request and a reload are counted.
   ASSERT_EQ(run_ctl(daemon.socket, {"policy", "0", "tgs"}, 65534).exit_code, 1);
