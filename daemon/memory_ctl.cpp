@@ -15,12 +15,14 @@ json failure(const std::string& error) {
 }
 }  // namespace
 
-// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null}. Administrators may set
+// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null | "unlimited"}: null
+// returns the job to its configured rule, "unlimited" lifts every limit. Administrators may set
 // any limit; a job's owner may only tighten its own job's limit (set one, or lower it).
 json Server::ctl_set_limit(const Peer& caller, const json& request) {
   std::optional<uint64_t> bytes;
   if (!request.contains("bytes")) return failure("give \"bytes\" (a number, or null for none)");
-  if (!request.at("bytes").is_null()) {
+  const bool unlimited = request.at("bytes") == "unlimited";
+  if (!request.at("bytes").is_null() && !unlimited) {
     bytes = parse_bytes(request.at("bytes"));
     if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
     if (*bytes == 0)
@@ -49,21 +51,22 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
   for (Job* job : targets) {
     std::optional<uint64_t> from = job_limit(config_.memory, *job);
     // null ("none"): back to the configuration's rule, if one matches (docs/daemon.md).
-    if (bytes)
+    if (bytes || unlimited)
       job->memory_state.limit_override = bytes;
     else
       job->memory_state.limit_override.reset();
     std::optional<uint64_t> to = job_limit(config_.memory, *job);
     spdlog::info("set-limit pid={} job={} id={} {} -> {}{} by pid={} uid={}", job->peer.pid,
                  job->name, job->id, from ? std::to_string(*from) : "none",
-                 to ? std::to_string(*to) : "none", bytes ? "" : " (the configured rule)",
+                 to ? std::to_string(*to) : "none",
+                 bytes || unlimited ? "" : " (the configured rule)",
                  caller.pid, caller.uid);
     changed.push_back({{"id", job->id},
                        {"pid", job->peer.pid},
                        {"job", job->name},
                        {"from", from ? json(*from) : json(nullptr)},
                        {"to", to ? json(*to) : json(nullptr)},
-                       {"configured", !bytes}});
+                       {"configured", !bytes && !unlimited}});
   }
   publish_views(registry_, memory_, config_.memory);
   return {{"ok", true}, {"jobs", changed}};

@@ -92,6 +92,8 @@ TEST(CtlUsability, SetLimitValidatesSizesAndNoneReturnsToTheConfiguredRule) {
   ASSERT_EQ(none.exit_code, 0) << none.err;
   EXPECT_NE(none.out.find("512.0 MiB -> 1.0 GiB"), std::string::npos) << none.out;
   EXPECT_EQ(limit(), uint64_t{1} << 30);  // the rule again, not "no limit"
+  ASSERT_EQ(run_ctl(daemon.socket, {"set-limit", "lim-a", "unlimited"}).exit_code, 0);
+  EXPECT_TRUE(limit().is_null());  // and no limit at all, the rule's lifted too
 }
 
 TEST(CtlUsability, CheckConfigPrintsPlainErrorsWithTheReason) {

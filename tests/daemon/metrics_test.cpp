@@ -47,10 +47,18 @@ TEST(Metrics, ServedOnAUnixSocketFollowTheJobsAndDropThoseThatLeave) {
       sample_value(text, R"(gpushare_device_memory_used_bytes{device="0",class="production"})"),
       "4194304");
   EXPECT_EQ(sample_value(text, R"(gpushare_device_policy_info{device="0",policy="none"})"), "1");
-  // `none` gives the opportunistic job an unlimited gate.
-  EXPECT_EQ(
-      sample_value(text, R"(gpushare_device_opportunistic_limit_launches_per_second{device="0"})"),
-      "+Inf");
+  // `none` gives the opportunistic job an unlimited gate (from the scheduler's second tick on:
+  // the first has no window to turn into a rate).
+  ASSERT_TRUE(eventually(
+      [&] {
+        text = http_get_unix(path, "/metrics").value_or("");
+        return sample_value(
+                   text,
+                   R"(gpushare_device_opportunistic_limit_launches_per_second{device="0"})") ==
+               "+Inf";
+      },
+      5s))
+      << text;
 
   // A refused ctl request and a reload are counted.
   ASSERT_EQ(run_ctl(daemon.socket, {"policy", "0", "tgs"}, 65534).exit_code, 1);

@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
   std::string limit_target, limit_bytes;
   set_limit->add_option("target", limit_target, "pid, or job name (all jobs of that name)")
       ->required();
-  set_limit->add_option("bytes", limit_bytes, "bytes, with K/M/G/T (e.g. 8G), or none")
+  set_limit->add_option("bytes", limit_bytes,
+                        "bytes, with K/M/G/T (e.g. 8G); none: back to the configured rule; "
+                        "unlimited: no limit at all")
       ->required();
   auto* set_priority = app.add_subcommand(
       "set-priority", "change a job's class (others than root/admin group: only lower your own)");
@@ -174,16 +176,16 @@ int main(int argc, char** argv) {
   if (set_limit->parsed()) {
     request = {{"command", "set-limit"}};
     std::optional<uint64_t> size = parse_size(limit_bytes);
-    if (limit_bytes != "none" && (!size || *size == 0)) {
+    if (limit_bytes != "none" && limit_bytes != "unlimited" && (!size || *size == 0)) {
       std::cerr << "gpusharectl: set-limit: '" << limit_bytes << "' "
                 << (size ? "would refuse every allocation of the job (give none to return it to "
                            "its configured limit)"
                          : "is not a size: give bytes, or a number with K, M, G or T (e.g. 8G), "
-                           "or none")
+                           "none or unlimited")
                 << "\n";
       return kUsage;
     }
-    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);
+    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);  // or "unlimited"
     bool all_digits = !limit_target.empty() &&
                       limit_target.find_first_not_of("0123456789") == std::string::npos;
     if (all_digits && limit_target.size() < 10)
