@@ -1,15 +1,19 @@
 // /metrics's exposition (daemon/metrics_format.cpp) and its config key, without a daemon: names,
-// labels, escaping of client-chosen job names, and that a job that left has no series.
+// labels, escaping of client-chosen job names, and that a job that left has no series. Also the
+// device inventory behind `gpusharectl policy`'s check.
 #include "metrics_format.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "config.h"
+#include "device_inventory.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -178,6 +182,27 @@ TEST(MetricsConfig, ListenTakesTcpOrAUnixPathAndIsOffByDefault) {
     EXPECT_FALSE(r.config) << bad;
     EXPECT_NE(r.error_text().find("metrics"), std::string::npos) << r.error_text();
   }
+}
+
+}  // namespace
+}  // namespace gpushare::daemon
+
+namespace gpushare::daemon {
+namespace {
+
+// `gpusharectl policy N`: which device indices exist (daemon/device_inventory.cpp).
+TEST(DeviceInventory, NvidiaNodesAreDevicesAndUnknownIndicesAreRefused) {
+  char dir[] = "/tmp/gpushare-dev-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  const std::string d = dir;
+  for (const char* name : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-caps", "null"})
+    std::ofstream(d + "/" + name) << "";
+  EXPECT_EQ(nvidia_device_nodes(d), (std::set<int>{0, 1}));
+  EXPECT_EQ(unknown_device(2, {0, 1}, {}), "device 2 does not exist (devices: 0, 1)");
+  EXPECT_EQ(unknown_device(1, {0, 1}, {}), std::nullopt);
+  EXPECT_EQ(unknown_device(3, {}, {3}), std::nullopt);  // reported by a shim
+  EXPECT_EQ(unknown_device(7, {}, {}), std::nullopt);   // nothing known: nothing to check against
+  std::filesystem::remove_all(d);
 }
 
 }  // namespace
