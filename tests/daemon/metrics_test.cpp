@@ -103,6 +103,22 @@ TEST(Metrics, ServedOnTcpAndOffByDefault) {
   EXPECT_NE(text.find("# TYPE gpushare_job_launches_total counter"), std::string::npos);
   EXPECT_FALSE(http_get(port, "/nothing-here"));
 
+  // A scraper that stalls mid-request holds one HTTP worker (until its 5 s read timeout), never
+  // the event loop: the daemon answers gpusharectl at once and other scrapes are served.
+  int stalled = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(stalled, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const char partial[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";  // never finished
+  ASSERT_GT(::send(stalled, partial, sizeof partial - 1, 0), 0);
+  auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0);
+  EXPECT_LT(seconds_since(asked), 4.0);  // well under the stalled request's 5 s
+  EXPECT_EQ(sample_value(http_get(port, "/metrics").value_or(""), "gpushare_jobs"), "0");
+  ::close(stalled);
+
   TempDir other;
   Daemon quiet(other);
   ASSERT_TRUE(quiet.start());
