@@ -4,6 +4,8 @@
 #include <pwd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -251,8 +253,9 @@ ConfigResult parse_config(std::string_view text) {
     c.known_keys(
         "", doc,
         {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level",
-         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory"});
+         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory", "metrics"});
     if (doc.contains("memory")) parse_memory_config(doc["memory"], &config.memory, &c.errors);
+    if (doc.contains("metrics")) parse_metrics_config(doc["metrics"], &config.metrics, &c.errors);
     parse_mps_config(doc, &config.mps, &c.errors);
     if (doc.contains("socket")) parse_socket(c, doc["socket"], config);
     if (doc.contains("admin_group"))
@@ -286,7 +289,7 @@ ConfigResult load_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     ConfigResult result;
-    result.errors.push_back(path + ": cannot be read");
+    result.errors.push_back(path + ": cannot be read: " + std::strerror(errno));
     return result;
   }
   std::stringstream text;

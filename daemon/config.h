@@ -16,6 +16,7 @@
 
 #include "gpushare/policies/policy.h"
 #include "memory_config.h"
+#include "metrics_config.h"
 #include "mps_config.h"
 
 namespace gpushare::daemon {
@@ -46,6 +47,7 @@ struct Config {
   std::string log_level = "info";
   MemoryConfig memory;  // docs/memory.md
   MpsConfig mps;        // docs/mps.md
+  MetricsConfig metrics;  // docs/metrics.md
 };
 
 struct ConfigResult {

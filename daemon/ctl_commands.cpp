@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "device_inventory.h"
 #include "server.h"
 
 #ifndef GPUSHARE_VERSION
@@ -23,6 +24,27 @@ namespace {
 
 json failure(const std::string& error) {
   return {{"ok", false}, {"error", error}};
+}
+
+// The job's gate as its control block holds it (`gpusharectl record` draws it per tick).
+json gate_json(const Job& job) {
+  const protocol::ControlBlock* b = job.block.page();
+  if (!b) return nullptr;
+  uint64_t allowance = b->allowance.load(std::memory_order_relaxed);
+  return {{"paused", b->paused.load(std::memory_order_relaxed) != 0},
+          {"allowance", allowance == protocol::kUnlimited ? json(nullptr) : json(allowance)},
+          {"gate_waits", job.block.gate_waits()},
+          {"gated_ns", b->gated_ns.load(std::memory_order_relaxed)}};
+}
+
+// Every parameter of a policy with the value in force: the given ones, defaults for the rest.
+json effective_parameters(const PolicyChoice& choice) {
+  json out = json::object();
+  for (const policies::ParameterSpec& spec : policies::parameter_specs(choice.name)) {
+    auto it = choice.parameters.find(spec.name);
+    out[std::string(spec.name)] = it == choice.parameters.end() ? spec.default_value : it->second;
+  }
+  return out;
 }
 
 std::optional<JobClass> parse_class(const std::string& name) {
@@ -74,6 +96,7 @@ json Server::ctl_status() {
   std::set<int> devices;
   for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
   for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
+  for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
   for (auto& [id, job] : registry_.jobs())
     for (int d : job.devices_in_use()) devices.insert(d);
   json device_list = json::array();
@@ -89,8 +112,11 @@ json Server::ctl_status() {
       auto by_device = job.memory_by_device();
       if (auto it = by_device.find(d); it != by_device.end()) memory += it->second;
     }
+    std::optional<uint64_t> capacity = memory_.capacity(config_.memory, d);
     device_list.push_back({{"device", d},
                            {"policy", policy_for(d)},
+                           {"parameters", effective_parameters(choice_for(d))},
+                           {"capacity_bytes", capacity ? json(*capacity) : json(nullptr)},
                            {"jobs", jobs},
                            {"kernels_per_s", rate},
                            {"memory_bytes", memory}});
@@ -109,6 +135,7 @@ json Server::ctl_status() {
             {"socket_activated", socket_activated_},
             {"tick_ms", config_.tick.count()},
             {"default_policy", config_.default_policy},
+            {"oversubscribe", config_.memory.oversubscribe},
             {"clients", connections_.size()},
             {"jobs", registry_.size()},
             {"production_jobs", production},
@@ -138,6 +165,7 @@ json Server::ctl_jobs() {
                     {"allocations", job.memory.size()},
                     {"memory_state", memory_json(job, true)},  // memory_ctl.cpp
                     {"memory", memory},
+                    {"gate", gate_json(job)},
                     {"age_s", std::chrono::duration<double>(now - job.registered).count()}});
     // Production jobs' completion signal (shim/completions.h), where the shim publishes it.
     if (std::optional<uint64_t> completed = job.block.completed_launches())
@@ -176,6 +204,7 @@ json Server::ctl_set_priority(const Peer& caller, const json& request) {
     if (!d.allowed) {
       spdlog::warn("refuse set-priority pid={} job={} -> {} by pid={} uid={}: {}", job->peer.pid,
                    job->name, class_name(*to), caller.pid, caller.uid, d.reason);
+      counters_.refused(Refusal::set_priority);
       return failure("refused: " + d.reason);
     }
   }
@@ -196,12 +225,19 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   Decision d = may_administer(config_, caller);
   if (!d.allowed) {
     spdlog::warn("refuse policy by pid={} uid={}: {}", caller.pid, caller.uid, d.reason);
+    counters_.refused(Refusal::policy);
     return failure("refused: " + d.reason);
   }
   int64_t device = request.at("device").get<int64_t>();
   std::string name = request.at("policy").get<std::string>();
   if (device < 0 || device > protocol::kMaxDeviceIndex)
     return failure("device must be 0.." + std::to_string(protocol::kMaxDeviceIndex));
+  std::set<int> seen;
+  for (const auto& [d, bytes] : memory_.physical) seen.insert(d);
+  for (auto& [id, job] : registry_.jobs())
+    for (int d : job.devices_in_use()) seen.insert(d);
+  if (auto unknown = unknown_device(static_cast<int>(device), nvidia_device_nodes(), seen))
+    return failure(*unknown);
   if (!policy_known(name))
     return failure("unknown policy \"" + name + "\" (expected one of: " + known_policies_text() +
                    ")");
@@ -222,15 +258,18 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   std::string from = policy_for(static_cast<int>(device));
   runtime_policies_[static_cast<int>(device)] = name;
   runtime_parameters_[static_cast<int>(device)] = parameters;
-  spdlog::info("policy device={} {} -> {} by pid={} uid={}", device, from, name, caller.pid,
-               caller.uid);
-  return {{"ok", true}, {"device", device}, {"from", from}, {"policy", name}};
+  json in_force = effective_parameters(choice_for(static_cast<int>(device)));
+  spdlog::info("policy device={} {} -> {} {} by pid={} uid={}", device, from, name, in_force.dump(),
+               caller.pid, caller.uid);
+  return {
+      {"ok", true}, {"device", device}, {"from", from}, {"policy", name}, {"parameters", in_force}};
 }
 
 json Server::ctl_reload(const Peer& caller) {
   Decision d = may_administer(config_, caller);
   if (!d.allowed) {
     spdlog::warn("refuse reload by pid={} uid={}: {}", caller.pid, caller.uid, d.reason);
+    counters_.refused(Refusal::reload);
     return failure("refused: " + d.reason);
   }
   spdlog::info("reload requested by pid={} uid={}", caller.pid, caller.uid);

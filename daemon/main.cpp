@@ -43,7 +43,15 @@ int main(int argc, char** argv) {
     loaded = load_config(config_path);
   }
   if (!loaded.config) {
-    for (const auto& e : loaded.errors) spdlog::critical("config {}: {}", config_path, e);
+    // --check-config is for a person or a script: plain lines, no log timestamps.
+    for (const auto& e : loaded.errors) {
+      if (check_only && e.rfind(config_path + ":", 0) == 0)
+        std::fprintf(stderr, "%s\n", e.c_str());
+      else if (check_only)
+        std::fprintf(stderr, "%s: %s\n", config_path.c_str(), e.c_str());
+      else
+        spdlog::critical("config {}: {}", config_path, e);
+    }
     return 1;
   }
   if (check_only) {

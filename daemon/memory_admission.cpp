@@ -40,6 +40,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
   auto refuse = [&](const std::string& why) {
     spdlog::info("refuse alloc pid={} job={} device={} bytes={}: {}", job.peer.pid, job.name,
                  device, m.bytes, why);
+    counters_.refused(Refusal::alloc);
     protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::refused), 0};
     reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
   };

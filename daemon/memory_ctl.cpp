@@ -15,14 +15,20 @@ json failure(const std::string& error) {
 }
 }  // namespace
 
-// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null}. Administrators may set
+// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null | "unlimited"}: null
+// returns the job to its configured rule, "unlimited" lifts every limit. Administrators may set
 // any limit; a job's owner may only tighten its own job's limit (set one, or lower it).
 json Server::ctl_set_limit(const Peer& caller, const json& request) {
   std::optional<uint64_t> bytes;
   if (!request.contains("bytes")) return failure("give \"bytes\" (a number, or null for none)");
-  if (!request.at("bytes").is_null()) {
+  const bool unlimited = request.at("bytes") == "unlimited";
+  if (!request.at("bytes").is_null() && !unlimited) {
     bytes = parse_bytes(request.at("bytes"));
     if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
+    if (*bytes == 0)
+      return failure(
+          "a limit of 0 bytes would refuse every allocation; null returns the job to "
+          "its configured limit");
   }
   std::vector<Job*> targets;
   std::string target;
@@ -35,6 +41,7 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
     if (!admin && !(job->peer.uid == caller.uid && tightens)) {
       spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid, job->name,
                    caller.pid, caller.uid);
+      counters_.refused(Refusal::set_limit);
       return failure(
           "refused: only root or the admin group may raise or remove a limit, and "
           "only on their own jobs may others lower one");
@@ -43,15 +50,23 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
   json changed = json::array();
   for (Job* job : targets) {
     std::optional<uint64_t> from = job_limit(config_.memory, *job);
-    job->memory_state.limit_override = bytes;
-    spdlog::info("set-limit pid={} job={} id={} {} -> {} by pid={} uid={}", job->peer.pid,
+    // null ("none"): back to the configuration's rule, if one matches (docs/daemon.md).
+    if (bytes || unlimited)
+      job->memory_state.limit_override = bytes;
+    else
+      job->memory_state.limit_override.reset();
+    std::optional<uint64_t> to = job_limit(config_.memory, *job);
+    spdlog::info("set-limit pid={} job={} id={} {} -> {}{} by pid={} uid={}", job->peer.pid,
                  job->name, job->id, from ? std::to_string(*from) : "none",
-                 bytes ? std::to_string(*bytes) : "none", caller.pid, caller.uid);
+                 to ? std::to_string(*to) : "none",
+                 bytes || unlimited ? "" : " (the configured rule)",
+                 caller.pid, caller.uid);
     changed.push_back({{"id", job->id},
                        {"pid", job->peer.pid},
                        {"job", job->name},
                        {"from", from ? json(*from) : json(nullptr)},
-                       {"to", bytes ? json(*bytes) : json(nullptr)}});
+                       {"to", to ? json(*to) : json(nullptr)},
+                       {"configured", !bytes && !unlimited}});
   }
   publish_views(registry_, memory_, config_.memory);
   return {{"ok", true}, {"jobs", changed}};
@@ -76,7 +91,13 @@ json Server::memory_json(const Job& job, bool with_sites) const {
               {"moved_bytes", job_swap_progress(job)},
               {"reward", m.reward},
               {"swaps_out", m.swaps_out},
-              {"swaps_in", m.swaps_in}};
+              {"swaps_in", m.swaps_in},
+              {"swapped_out_bytes", m.swapped_out_bytes},
+              {"swapped_in_bytes", m.swapped_in_bytes}};
+  uint64_t on_host = 0;
+  for (const auto& [device, bytes] : job.memory_by_device())
+    on_host += bytes - std::min(bytes, job_resident(job, device));
+  out["on_host_bytes"] = on_host;
   if (with_sites) {
     json sites = json::array();
     for (const auto& [site, use] : by_site) {

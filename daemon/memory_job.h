@@ -27,6 +27,7 @@ struct JobMemory {
   uint64_t launches_seen = 0;
   double bytes_per_second = 0;  // measured on its last swap; 0: not measured yet
   uint64_t swaps_out = 0, swaps_in = 0;
+  uint64_t swapped_out_bytes = 0, swapped_in_bytes = 0;  // as the shim reported each swap
   // Allocation sites (GPUSHARE_TRACE_ALLOC=1): site id -> description, from the shim.
   std::map<uint32_t, std::string> sites;
 };

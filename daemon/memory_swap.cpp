@@ -167,6 +167,7 @@ void Server::memory_tick(Clock::time_point now) {
     bool out = m.state == SwapState::swapping_out;
     m.state = out ? SwapState::swapped_out : SwapState::resident;
     ++(out ? m.swaps_out : m.swaps_in);
+    (out ? m.swapped_out_bytes : m.swapped_in_bytes) += bytes;
     if (!out) set_memory_pause(b, false);
     spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", out ? "swapped-out" : "swapped-in",
                  job.peer.pid, job.name, job.id, bytes, ns / 1e6);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -20,6 +21,26 @@ std::optional<uint64_t> completed_in_window(std::optional<uint64_t>& previous,
   previous = now;
   if (!now || !before || *now < *before) return std::nullopt;
   return *now - *before;
+}
+
+Scheduler::DeviceStatus status_of(const policies::Policy& policy,
+                                  const policies::DeviceObservation& observation,
+                                  const std::vector<policies::Gate>& gates) {
+  Scheduler::DeviceStatus status;
+  status.production_progress = policy.production_progress();
+  if (observation.window_ns == 0) return status;
+  double allowed = 0;
+  bool any = false;
+  for (size_t i = 0; i < gates.size() && i < observation.jobs.size(); ++i) {
+    if (observation.jobs[i].job_class != policies::JobClass::opportunistic) continue;
+    any = true;
+    const policies::Gate& gate = gates[i];
+    if (gate.paused) continue;
+    if (gate.launches == policies::kUnlimited) allowed = std::numeric_limits<double>::infinity();
+    allowed += static_cast<double>(gate.launches == policies::kUnlimited ? 0 : gate.launches);
+  }
+  if (any) status.opportunistic_limit_per_second = allowed * 1e9 / observation.window_ns;
+  return status;
 }
 
 }  // namespace
@@ -102,6 +123,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     it = alive.count(it->first) ? std::next(it) : activity_.erase(it);
   idle_gated_.clear();
 
+  status_.clear();
   uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   for (auto& [device, observation] : observed) {
@@ -127,6 +149,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                             gates[i].paused ? "(paused)" : "");
       spdlog::trace("tick device={} window={}us{}", device, observation.window_ns / 1000, line);
     }
+    status_[device] = status_of(*slot->policy, observation, gates);
     IdleGatedDevice idle;
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);

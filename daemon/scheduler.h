@@ -60,6 +60,15 @@ class Scheduler {
   // each idle-gated device and holds that device's idle-gated jobs while any of them is busy.
   void relay(Registry& registry, Clock::time_point now);
 
+  // What the last tick decided on a device that had jobs (for /metrics).
+  struct DeviceStatus {
+    // Launches per second the opportunistic jobs were allowed together (+inf: unlimited); none
+    // without opportunistic jobs.
+    std::optional<double> opportunistic_limit_per_second;
+    std::optional<double> production_progress;  // the policy's estimate, where it has one
+  };
+  const std::map<int, DeviceStatus>& device_status() const { return status_; }
+
  private:
   struct DevicePolicy {
     PolicyChoice choice;
@@ -93,6 +102,7 @@ class Scheduler {
   std::map<int, IdleGatedDevice> idle_gated_;
   std::map<uint64_t, ProductionActivity> activity_;  // by production job id
   Clock::time_point last_relay_{};
+  std::map<int, DeviceStatus> status_;  // by device, from the last tick
   Clock::time_point last_tick_{};
 };
 

@@ -119,6 +119,7 @@ int Server::run() {
   mps_.start(config_.mps,
              mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
              Clock::now());
+  start_metrics();
   sd_notify(0, "READY=1");
   notify_status();
   epoll_event events[64];
@@ -180,6 +181,7 @@ void Server::accept_clients() {
     if (connections_.size() >= config_.max_clients) {
       spdlog::warn("refusing pid={} uid={}: max_clients ({}) reached", c.peer.pid, c.peer.uid,
                    config_.max_clients);
+      counters_.refused(Refusal::max_clients);
       ::close(fd);
       continue;
     }
@@ -344,6 +346,7 @@ void Server::relay() {
 void Server::tick() {
   uint64_t expirations;
   while (::read(timer_, &expirations, sizeof expirations) > 0) {
+    if (expirations > 1) counters_.tick_overruns += expirations - 1;
   }
   Clock::time_point now = Clock::now();
   registry_.sample(now);
@@ -361,6 +364,7 @@ void Server::tick() {
   }
   memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
   mps_.tick(now);    // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
+  publish_metrics();  // metrics_collect.cpp: a snapshot for the /metrics thread, when it serves
   if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {
     sd_notify(0, "WATCHDOG=1");
     last_watchdog_ = now;
@@ -389,6 +393,7 @@ ConfigResult Server::reload() {
   if (!result.config) {
     spdlog::error("reload of {} failed, the previous configuration stays in force: {}",
                   config_path_, result.error_text());
+    ++counters_.failed_reloads;
     sd_notify(0, "READY=1");
     return result;
   }
@@ -407,6 +412,7 @@ ConfigResult Server::reload() {
   runtime_parameters_.clear();
   config_ = std::move(next);
   result.config = config_;
+  ++counters_.reloads;
   spdlog::info("reloaded {} ({} production rules, tick {} ms, policy {})", config_path_,
                config_.production_rules.size(), config_.tick.count(), config_.default_policy);
   sd_notify(0, "READY=1");

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "gpushare/protocol/wire.h"
 #include "memory_broker.h"
+#include "metrics_endpoint.h"
 #include "mps_supervisor.h"
 #include "registry.h"
 #include "scheduler.h"
@@ -98,6 +99,11 @@ class Server {
                                           std::string* target);
   nlohmann::json ctl_reload(const Peer& caller);
 
+  // metrics_collect.cpp: /metrics (docs/metrics.md), served on the endpoint's own thread from a
+  // snapshot the tick publishes.
+  void start_metrics();
+  void publish_metrics();
+
   Config config_;
   std::string config_path_;
   std::string socket_path_;  // fixed at start; a changed socket.path needs a restart
@@ -126,6 +132,9 @@ class Server {
   MpsClients mps_clients_;       // the processes told to be MPS clients, while they run
   std::set<uid_t> mps_refused_uids_;  // users already told (in the log) that MPS serves another
   bool stopping_ = false;        // a stop signal came; waiting for the MPS control daemon to quit
+  DaemonCounters counters_;      // refusals, tick overruns, reloads (for /metrics)
+  MetricsEndpoint metrics_;
+  bool metrics_restart_noted_ = false;
 };
 
 }  // namespace gpushare::daemon

@@ -78,6 +78,7 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
               job.name + "'; registered as opportunistic";
     spdlog::warn("refuse production pid={} uid={} gid={} job={}: no production rule matches",
                  c.peer.pid, c.peer.uid, c.peer.gid, job.name);
+    counters_.refused(Refusal::production);
   }
 
   std::string error;

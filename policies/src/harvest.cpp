@@ -118,6 +118,7 @@ class HarvestPolicy final : public Policy {
                    .solo_samples = static_cast<size_t>(p.at("solo_samples"))} {}
 
   std::string_view name() const override { return "harvest"; }
+  std::optional<double> production_progress() const override { return progress_; }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {
     window_s_ = window_seconds(device);
@@ -270,6 +271,7 @@ class HarvestPolicy final : public Policy {
       }
     }
     busy_since_probe_ns_ = probed ? 0 : busy_since_probe_ns_ + period_ns_;
+    if (!probed) progress_ = slowest != kNoLimit ? std::optional<double>(slowest) : std::nullopt;
     if (!probed && slowest != kNoLimit && !opportunistic_.empty())
       control(slowest, slowest_error, opportunistic_rate);
     reset_period();
@@ -372,6 +374,7 @@ class HarvestPolicy final : public Policy {
   const double gating_busy_limit_;
   const uint64_t gating_retry_ns_;
   const EstimatorSettings estimator_;
+  std::optional<double> progress_;  // slowest production estimate / solo rate, last period
 
   // Control state.
   double limit_ = kNoLimit;        // opportunistic launches/s while production is busy

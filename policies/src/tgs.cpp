@@ -108,6 +108,7 @@ class TgsPolicy final : public Policy {
                    .solo_samples = static_cast<size_t>(p.at("solo_samples"))} {}
 
   std::string_view name() const override { return "tgs"; }
+  std::optional<double> production_progress() const override { return progress_; }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {
     window_s_ = window_seconds(device);
@@ -227,6 +228,7 @@ class TgsPolicy final : public Policy {
       }
     }
     busy_since_clean_ns_ = period_clean_ ? 0 : busy_since_clean_ns_ + period_ns_;
+    if (!probed) progress_ = slowest != kNoLimit ? std::optional<double>(slowest) : std::nullopt;
     if (!probed && slowest != kNoLimit && !opportunistic_.empty())
       control(slowest, slowest_error,
               static_cast<double>(period_opportunistic_launches_) / period_s);
@@ -376,6 +378,7 @@ class TgsPolicy final : public Policy {
   const double noise_margin_, start_fraction_;
   const uint32_t idle_windows_needed_, in_flight_;
   const EstimatorSettings estimator_;
+  std::optional<double> progress_;  // slowest production estimate / solo rate, last period
 
   // Control state.
   Phase phase_ = Phase::slow_start;

@@ -78,7 +78,7 @@ std::string resolve_by_proc_address(DriverApi& api, ProcLookup lookup, void* con
 using SymbolLookup = void* (*)(void* context, const char* name);
 std::string resolve_by_symbol(DriverApi& api, SymbolLookup lookup, void* context, bool per_thread);
 
-// The cudart way (DESIGN.md §1): dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2"), ask it
+// The cudart way: dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2"), ask it
 // for "cuGetProcAddress" itself, then resolve everything through the pointer it returned. With a
 // cuda_version below 12000 (a CUDA 11 cudart) the same with the old cuGetProcAddress throughout.
 struct CudartResolution {

@@ -97,7 +97,7 @@ TEST(Config, PolicyParametersAreCheckedByThePolicyItself) {
 TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {
   EXPECT_EQ(errors_of(R"({"tick": 50})"),
             "tick: unknown field (expected one of: admin_group, log_level, max_clients, memory, "
-            "mps, mps_pipe_directory, mps_thread_percentage, policy, production, socket, "
+            "metrics, mps, mps_pipe_directory, mps_thread_percentage, policy, production, socket, "
             "tick_ms)");
   EXPECT_EQ(errors_of(R"({"socket": {"pth": "/x"}})"),
             "socket.pth: unknown field (expected one of: group, mode, path)");
@@ -113,7 +113,7 @@ TEST(Config, SyntaxErrorsAndNonObjects) {
   EXPECT_NE(errors_of("{\"tick_ms\": ").find("(document): not valid JSON"), std::string::npos);
   EXPECT_EQ(errors_of("[1]"), "(document): expected an object, got [1]");
   EXPECT_EQ(load_config("/nonexistent/gpushared.json").error_text(),
-            "/nonexistent/gpushared.json: cannot be read");
+            "/nonexistent/gpushared.json: cannot be read: No such file or directory");
 }
 
 Peer peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {

@@ -1,4 +1,4 @@
-// Rate control end to end (issue 5): a production and an opportunistic process share the fake
+// Rate control end to end: a production and an opportunistic process share the fake
 // driver's one engine, with the real daemon, the real shim and the real ctl. Every assertion is a
 // ratio measured in the same test (normalized throughput NT = shared rate / rate alone).
 #include <gtest/gtest.h>
@@ -145,7 +145,7 @@ TEST_P(ClosedLoop, OpportunisticJobUsesProductionsIdleGaps) {
   EXPECT_GE(production_nt, 0.9);
 }
 
-// The in-flight bound (issue 5): `priority` gives an opportunistic job `in_flight` 4; its shim
+// The in-flight bound: `priority` gives an opportunistic job `in_flight` 4; its shim
 // records an event every 2 launches and waits when 4 are unfinished. The fake driver's events
 // complete 20 ms after they are recorded (a modelled queue), so the job can launch at most about
 // 4 per 20 ms; a production job under the same daemon is never bounded.

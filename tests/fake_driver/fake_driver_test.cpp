@@ -197,7 +197,7 @@ TEST_F(FakeDriver, ManagedMemoryOversubscribes) {
 
 // Prefetching a whole managed allocation to the host frees its device memory, so a device
 // allocation that did not fit now does; prefetching it back takes the memory again. Contents
-// stay (the bytes never move in the fake). Issue 6's swap relies on this model.
+// stay (the bytes never move in the fake). The memory swap (docs/memory.md) relies on this model.
 TEST_F(FakeDriver, ManagedPrefetchModelsDeviceResidency) {
   CUdeviceptr managed = 0, plain = 0;
   const uint64_t big = kCapacity / 10 * 8;

@@ -1,4 +1,4 @@
-// Bad input (issue 2): programs without CUDA, machines without libcuda.so.1 and malformed
+// Bad input: programs without CUDA, machines without libcuda.so.1 and malformed
 // GPUSHARE_* variables run unchanged under the shim.
 #include <fstream>
 

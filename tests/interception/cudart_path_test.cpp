@@ -1,4 +1,4 @@
-// The cudart path (DESIGN.md §1, point 2): dlopen + dlsym("cuGetProcAddress_v2") + self-lookup +
+// The cudart path: dlopen + dlsym("cuGetProcAddress_v2") + self-lookup +
 // everything through the returned pointer, with and without per-thread default streams.
 #include "client_harness.h"
 

@@ -1,4 +1,4 @@
-// The dlsym path (DESIGN.md §1, point 1): dlsym on the driver's handle, RTLD_DEFAULT and
+// The dlsym path: dlsym on the driver's handle, RTLD_DEFAULT and
 // RTLD_NEXT must hand back the shim's wrappers for hooked names, and exactly what they answer
 // without the shim for everything else.
 #include "client_harness.h"

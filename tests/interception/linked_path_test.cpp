@@ -1,4 +1,4 @@
-// The -lcuda path (DESIGN.md §1, point 3): the dynamic linker binds the program's references to
+// The -lcuda path: the dynamic linker binds the program's references to
 // the shim's exported wrappers by name, including the _ptsz variants and cuGetProcAddress itself.
 #include "client_harness.h"
 

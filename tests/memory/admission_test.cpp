@@ -1,4 +1,4 @@
-// Issue 6: admission against limits, and each job's view of memory (cuMemGetInfo,
+// Admission against limits, and each job's view of memory (cuMemGetInfo,
 // cuDeviceTotalMem, NVML), with the real daemon, shim and ctl on the fake driver.
 #include <gtest/gtest.h>
 
@@ -60,8 +60,8 @@ TEST_F(Admission, OverItsLimitAJobGetsOutOfMemoryAndOthersCarryOn) {
   EXPECT_TRUE(ok_number(lim.ask("alloc " + std::to_string(4 * kMiB)))) << "within its limit";
   EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0) << "the daemon carries on";
 
-  // gpusharectl set-limit: lifted, then set by pid.
-  CtlResult lifted = run_ctl(daemon.socket, {"set-limit", "lim", "none"});
+  // gpusharectl set-limit: lifted (`none` would return it to its rule), then set by pid.
+  CtlResult lifted = run_ctl(daemon.socket, {"set-limit", "lim", "unlimited"});
   ASSERT_EQ(lifted.exit_code, 0) << lifted.err;
   EXPECT_NE(lifted.out.find("limit 16.0 MiB -> none"), std::string::npos) << lifted.out;
   EXPECT_TRUE(ok_number(lim.ask("alloc " + std::to_string(8 * kMiB))));

@@ -1,4 +1,4 @@
-// Issue 6: production memory always wins. An opportunistic job holds 0.8 C of managed memory; a
+// Production memory always wins. An opportunistic job holds 0.8 C of managed memory; a
 // production job asks for 0.6 C: the production allocation succeeds, the opportunistic job is
 // paused and its memory moved to host, and it resumes, its memory back on the device and
 // bit-identical, when production frees. Production is admitted as soon as enough has left the

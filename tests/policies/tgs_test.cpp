@@ -212,3 +212,21 @@ TEST(Tgs, ProductionJobsOnlyAreNeverGated) {
 
 }  // namespace
 }  // namespace gpushare::policies
+
+namespace gpushare::policies {
+namespace {
+
+// What /metrics shows as gpushare_device_production_progress_ratio: once converged, the estimate
+// is near the target (the model's production runs at its target share of solo).
+TEST(Tgs, ReportsProductionProgressOnceItHasAnEstimate) {
+  SharedGpuModel gpu({production(1), opportunistic(2)});
+  auto policy = tgs({{"target", 0.8}});
+  EXPECT_FALSE(policy->production_progress());
+  run(gpu, *policy, 10 * kTicksPerSecond, 1);
+  ASSERT_TRUE(policy->production_progress());
+  EXPECT_NEAR(*policy->production_progress(), 0.8, 0.1);
+  EXPECT_FALSE(make_policy("none").policy->production_progress());
+}
+
+}  // namespace
+}  // namespace gpushare::policies

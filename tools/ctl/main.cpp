@@ -1,11 +1,19 @@
 // gpusharectl: asks gpushared what runs where and steers it (docs/daemon.md).
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "daemon_client.h"
+#include "gpushare/protocol/wire.h"
+#include "record.h"
 #include "tables.h"
+
+#ifndef GPUSHARE_VERSION
+#define GPUSHARE_VERSION "unknown"
+#endif
 
 using gpushare::ctl::Exchange;
 using nlohmann::json;
@@ -20,6 +28,40 @@ constexpr const char* kFooter = R"(Exit status:
   1  the daemon refused the request or reported an error (the message says why)
   2  usage error
   3  the daemon is unreachable, or its reply was unreadable)";
+
+constexpr const char* kCommands = "status, jobs, set-limit, set-priority, policy, reload, record";
+
+// A size as set-limit takes it: digits with an optional K/M/G/T (binary), as the daemon parses
+// it (daemon/memory_config.cpp); nullopt for anything else, 0 included.
+std::optional<uint64_t> parse_size(const std::string& text) {
+  size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || text.empty()) return std::nullopt;
+  std::string suffix = digits == std::string::npos ? "" : text.substr(digits);
+  int shift = suffix.empty()  ? 0
+              : suffix == "K" ? 10
+              : suffix == "M" ? 20
+              : suffix == "G" ? 30
+              : suffix == "T" ? 40
+                              : -1;
+  if (shift < 0 || text.size() - suffix.size() > 19) return std::nullopt;
+  uint64_t n = std::stoull(text.substr(0, text.size() - suffix.size()));
+  if (shift && n > (~uint64_t{0} >> shift)) return std::nullopt;
+  return n << shift;
+}
+
+// The first word that is neither an option nor an option's value: what the user meant as the
+// command.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--socket" || a == "-o" || a == "--output") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] != '-') return a;
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -36,6 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "output format")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  app.set_version_flag("--version", std::string("gpusharectl ") + GPUSHARE_VERSION);
 
   json request;
   auto* status = app.add_subcommand("status", "the daemon, its devices and their policies");
@@ -49,7 +92,9 @@ int main(int argc, char** argv) {
   std::string limit_target, limit_bytes;
   set_limit->add_option("target", limit_target, "pid, or job name (all jobs of that name)")
       ->required();
-  set_limit->add_option("bytes", limit_bytes, "bytes, with K/M/G/T (e.g. 8G), or none")
+  set_limit->add_option("bytes", limit_bytes,
+                        "bytes, with K/M/G/T (e.g. 8G); none: back to the configured rule; "
+                        "unlimited: no limit at all")
       ->required();
   auto* set_priority = app.add_subcommand(
       "set-priority", "change a job's class (others than root/admin group: only lower your own)");
@@ -60,33 +105,87 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"production", "opportunistic"}));
   auto* policy = app.add_subcommand("policy", "choose the policy of a device (root/admin group)");
-  int device = 0;
-  std::string policy_name;
-  policy->add_option("device", device, "device index")->required()->check(CLI::NonNegativeNumber);
+  std::string device_text, policy_name;
+  policy->add_option("device", device_text, "device index")->required();
   policy->add_option("name", policy_name, "none, tgs, priority or fair")->required();
   std::string policy_parameters;
   policy->add_option("parameters", policy_parameters,
                      "e.g. target=0.9,control_period_ms=100 (ranges: docs/policies.md)");
   auto* reload =
       app.add_subcommand("reload", "re-read the daemon's configuration (root/admin group)");
+  auto* record = app.add_subcommand(
+      "record", "write a timeline of every job's gate, launch rate and memory (Perfetto JSON)");
+  double record_seconds = 10;
+  std::string record_path;
+  record->add_option("--seconds", record_seconds, "how long to record")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  record->add_option("-o,--output", record_path, "trace file (open in ui.perfetto.dev)")
+      ->required();
 
+  // Negative numbers are values here (`policy -1 ...`), never options.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] == '-' && std::isdigit(static_cast<unsigned char>(argv[i][1]))) {
+      if (first_word(argc, argv) == "policy")
+        std::cerr << "gpusharectl: policy: device must be 0.."
+                  << gpushare::protocol::kMaxDeviceIndex << ", got " << argv[i] << "\n";
+      else
+        std::cerr << "gpusharectl: " << argv[i] << ": negative numbers are not accepted\n";
+      return kUsage;
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    std::string word = first_word(argc, argv);
+    bool known = word.empty();
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
+    if (!known) {
+      std::cerr << "gpusharectl: unknown command '" << word << "' (commands: " << kCommands
+                << "; see --help)\n";
+      return kUsage;
+    }
     int code = app.exit(e);
     return code == 0 ? kOk : kUsage;
+  }
+
+  if (record->parsed()) {
+    std::string error = gpushare::ctl::record(socket_path, record_seconds, record_path);
+    if (!error.empty()) {
+      std::cerr << "gpusharectl: record: " << error << "\n";
+      return kUnreachable;
+    }
+    std::cerr << "wrote " << record_path << " (open it in ui.perfetto.dev)\n";
+    return kOk;
   }
 
   if (status->parsed()) request = {{"command", "status"}};
   if (jobs->parsed()) request = {{"command", "jobs"}};
   if (reload->parsed()) request = {{"command", "reload"}};
   if (policy->parsed()) {
+    int device = -1;
+    if (device_text.find_first_not_of("0123456789") == std::string::npos && device_text.size() < 5)
+      device = std::stoi(device_text);
+    if (device < 0 || device > gpushare::protocol::kMaxDeviceIndex) {
+      std::cerr << "gpusharectl: policy: device must be 0.." << gpushare::protocol::kMaxDeviceIndex
+                << ", got " << device_text << "\n";
+      return kUsage;
+    }
     request = {{"command", "policy"}, {"device", device}, {"policy", policy_name}};
     if (!policy_parameters.empty()) request["parameters"] = policy_parameters;
   }
   if (set_limit->parsed()) {
     request = {{"command", "set-limit"}};
-    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);
+    std::optional<uint64_t> size = parse_size(limit_bytes);
+    if (limit_bytes != "none" && limit_bytes != "unlimited" && (!size || *size == 0)) {
+      std::cerr << "gpusharectl: set-limit: '" << limit_bytes << "' "
+                << (size ? "would refuse every allocation of the job (give none to return it to "
+                           "its configured limit)"
+                         : "is not a size: give bytes, or a number with K, M, G or T (e.g. 8G), "
+                           "none or unlimited")
+                << "\n";
+      return kUsage;
+    }
+    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);  // or "unlimited"
     bool all_digits = !limit_target.empty() &&
                       limit_target.find_first_not_of("0123456789") == std::string::npos;
     if (all_digits && limit_target.size() < 10)

@@ -41,6 +41,19 @@ std::string devices_text(const json& devices) {
   return text;
 }
 
+// {"target": 0.9, "in_flight": 2} -> "target=0.9,in_flight=2" (the form `policy` takes); "-" if
+// none.
+std::string parameters_text(const json& parameters) {
+  std::string text;
+  for (const auto& [name, value] : parameters.items()) {
+    bool whole =
+        value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>());
+    text += (text.empty() ? "" : ",") + name + "=" +
+            (whole ? std::to_string(static_cast<int64_t>(value.get<double>())) : value.dump());
+  }
+  return text.empty() ? "-" : text;
+}
+
 }  // namespace
 
 std::string human_bytes(uint64_t bytes) {
@@ -66,14 +79,22 @@ std::string render_status(const json& reply) {
          d.value("default_policy", std::string()) + "\n";
   out += reply.contains("mps") ? render_mps(reply["mps"])
                                : "mps     unknown (the daemon does not report it)\n";
+  out += std::string("memory  oversubscription ") +
+         (d.value("oversubscribe", false) ? "on (opportunistic memory may move to host)" : "off") +
+         "\n";
   const json& devices = reply.value("devices", json::array());
   if (!devices.empty()) {
-    std::vector<Row> rows = {{"DEVICE", "POLICY", "JOBS", "KERNELS/S", "MEMORY"}};
-    for (const auto& dev : devices)
-      rows.push_back({std::to_string(dev.value("device", 0)), dev.value("policy", std::string()),
-                      std::to_string(dev.value("jobs", 0)),
-                      number(dev.value("kernels_per_s", 0.0), 1),
-                      human_bytes(dev.value("memory_bytes", uint64_t{0}))});
+    std::vector<Row> rows = {
+        {"DEVICE", "POLICY", "JOBS", "KERNELS/S", "MEMORY", "CAPACITY", "PARAMETERS"}};
+    for (const auto& dev : devices) {
+      const json capacity = dev.value("capacity_bytes", json());
+      rows.push_back(
+          {std::to_string(dev.value("device", 0)), dev.value("policy", std::string()),
+           std::to_string(dev.value("jobs", 0)), number(dev.value("kernels_per_s", 0.0), 1),
+           human_bytes(dev.value("memory_bytes", uint64_t{0})),
+           capacity.is_number_unsigned() ? human_bytes(capacity.get<uint64_t>()) : "unknown",
+           parameters_text(dev.value("parameters", json::object()))});
+    }
     out += "\n" + table(rows);
   }
   return out;
@@ -133,8 +154,10 @@ std::string render_set_priority(const json& reply) {
 }
 
 std::string render_policy(const json& reply) {
+  std::string parameters = parameters_text(reply.value("parameters", json::object()));
   return "device " + std::to_string(reply.value("device", 0)) + ": " +
-         reply.value("from", std::string()) + " -> " + reply.value("policy", std::string()) + "\n";
+         reply.value("from", std::string()) + " -> " + reply.value("policy", std::string()) +
+         (parameters == "-" ? "" : " " + parameters) + "\n";
 }
 
 namespace {

@@ -96,6 +96,9 @@ class Policy {
   // One gate per job of `device`, in the same order. Jobs not seen before are new; jobs missing
   // from `device` are gone and their state is dropped.
   virtual std::vector<Gate> decide(const DeviceObservation& device) = 0;
+  // The policy's latest estimate of the slowest production job's rate over its solo rate (the
+  // daemon's /metrics shows it); none where the policy keeps no such estimate.
+  virtual std::optional<double> production_progress() const { return std::nullopt; }
 };
 
 // Named numeric parameters, e.g. {"target", 0.9}; from the config file or `gpusharectl policy`.
