@@ -35,6 +35,10 @@ struct DeclaredAllocation {
   uint32_t kind = 0;
   uint32_t flags = 0;  // protocol::MemDeclareFlags bits (swappable, reservation)
   uint32_t site = 0;   // allocation site id (GPUSHARE_TRACE_ALLOC), 0: not traced
+  // Reservations only: when admitted (they expire unless released), and whether a commit has
+  // already claimed it (one reservation covers one commit; memory_admission.cpp).
+  std::chrono::steady_clock::time_point admitted{};
+  bool claimed = false;
 };
 
 struct Job {
@@ -51,6 +55,7 @@ struct Job {
   LaunchRate rate;
   Clock::time_point registered;
   JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
+  uint32_t refused_in_a_row = 0;  // memory requests refused since its last admitted one
 
   uint64_t memory_bytes() const;
   std::map<int, uint64_t> memory_by_device() const;
