@@ -25,7 +25,8 @@ std::optional<std::string> refuse_connection(const ConnectionLimits& limits,
     return "the last " + std::to_string(limits.reserved_for_admin) +
            " of max_clients are kept for root and the admin group";
   if (counts.of_uid >= limits.per_uid)
-    return "this uid holds " + std::to_string(counts.of_uid) + " connections (the most one uid may)";
+    return "this uid holds " + std::to_string(counts.of_uid) +
+           " connections (the most one uid may)";
   if (counts.unregistered_of_uid >= limits.unregistered_per_uid)
     return "this uid has " + std::to_string(counts.unregistered_of_uid) +
            " connections that have not registered yet (the most one uid may)";

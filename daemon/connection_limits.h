@@ -15,11 +15,11 @@
 namespace gpushare::daemon {
 
 struct ConnectionLimits {
-  size_t total = 1024;           // max_clients
-  size_t reserved_for_admin = 16;  // of `total`, kept for root and the admin group
-  size_t per_uid = 256;          // connections of one non-admin uid (registered or not)
+  size_t total = 1024;               // max_clients
+  size_t reserved_for_admin = 16;    // of `total`, kept for root and the admin group
+  size_t per_uid = 256;              // connections of one non-admin uid (registered or not)
   size_t unregistered_per_uid = 32;  // of those, not yet registered / answered
-  size_t unregistered = 256;     // all non-admin connections not yet registered / answered
+  size_t unregistered = 256;         // all non-admin connections not yet registered / answered
 
   // The defaults derived from max_clients (docs/daemon.md, "Connections").
   static ConnectionLimits for_max_clients(size_t max_clients);

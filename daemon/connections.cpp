@@ -71,9 +71,9 @@ void Server::close_idle_connections(Clock::time_point now) {
       idle.push_back(fd);
   for (int fd : idle) {
     bool unregistered = connections_.at(fd).role == Connection::Role::unknown;
-    drop(fd, std::string(unregistered ? "neither registered nor sent a request"
-                                      : "sent nothing more") +
-                 " within " + std::to_string(kHandshakeTimeout.count()) + " s");
+    drop(fd,
+         std::string(unregistered ? "neither registered nor sent a request" : "sent nothing more") +
+             " within " + std::to_string(kHandshakeTimeout.count()) + " s");
   }
 }
 

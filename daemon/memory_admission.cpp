@@ -133,7 +133,8 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     if (excess <= 0) break;
     excess -= static_cast<int64_t>(job_swappable(*victim, device));
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
-                 log_text(victim->name), victim->id, device, job_swappable(*victim, device), log_text(job.name));
+                 log_text(victim->name), victim->id, device, job_swappable(*victim, device),
+                 log_text(job.name));
     request_residency(*victim, /*to_host=*/true, now);
   }
   memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
@@ -152,10 +153,11 @@ void Server::expire_reservations(Clock::time_point now) {
         continue;
       }
       if (log_limiter_.admit("job=" + std::to_string(job.id) + " expire reservation", now))
-        spdlog::warn("expire reservation pid={} job={} id={} device={} bytes={}: not used within "
-                     "{} s",
-                     job.peer.pid, log_text(job.name), job.id, it->first.first, a.bytes,
-                     std::chrono::duration_cast<std::chrono::seconds>(kReservationLifetime).count());
+        spdlog::warn(
+            "expire reservation pid={} job={} id={} device={} bytes={}: not used within "
+            "{} s",
+            job.peer.pid, log_text(job.name), job.id, it->first.first, a.bytes,
+            std::chrono::duration_cast<std::chrono::seconds>(kReservationLifetime).count());
       it = job.memory.erase(it);
       expired = true;
     }

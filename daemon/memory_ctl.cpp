@@ -36,8 +36,8 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
     std::optional<uint64_t> now = job_limit(config_.memory, *job);
     bool tightens = bytes && (!now || *bytes <= *now);
     if (!admin && !(job->peer.uid == caller.uid && tightens)) {
-      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid, log_text(job->name),
-                   caller.pid, caller.uid);
+      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid,
+                   log_text(job->name), caller.pid, caller.uid);
       return failure(
           "refused: only root or the admin group may raise or remove a limit, and "
           "only on their own jobs may others lower one");

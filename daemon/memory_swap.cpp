@@ -138,11 +138,13 @@ void Server::serve_memory_waiters(Clock::time_point now) {
       spdlog::warn(
           "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
           "host within {} ms; let through, the driver decides",
-          job->peer.pid, log_text(job->name), p.device, p.bytes, config_.memory.swap_timeout.count());
+          job->peer.pid, log_text(job->name), p.device, p.bytes,
+          config_.memory.swap_timeout.count());
     else
       log_admitted_during_swap_out(registry_, *job, p);
     it = memory_.pending.erase(it);
-    job->memory[{p.device, p.handle}] = DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false};
+    job->memory[{p.device, p.handle}] =
+        DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false};
     publish_views(registry_, memory_, config_.memory);
     answer_memory(p.job_id, p.fd, true);
   }
@@ -207,8 +209,8 @@ void Server::memory_tick(Clock::time_point now) {
         if (cap && on + job_swappable(job, other) > *cap) fits = false;
       }
       if (!fits) continue;  // a later, smaller job may fit: room is not left idle
-      spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", log_text(job.name), id, d,
-                   job_swappable(job, d), job.memory_state.reward);
+      spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", log_text(job.name),
+                   id, d, job_swappable(job, d), job.memory_state.reward);
       request_residency(job, /*to_host=*/false, now);
       break;
     }

@@ -197,10 +197,10 @@ void Server::accept_clients() {
     }
     if (refusal) {
       ++refused_connections_;
-      warn_limited("uid=" + std::to_string(c.peer.uid) + " refuse connection: " +
-                       reason_kind(*refusal),
-                   "refusing pid=" + std::to_string(c.peer.pid) + " uid=" +
-                       std::to_string(c.peer.uid) + ": " + *refusal);
+      warn_limited(
+          "uid=" + std::to_string(c.peer.uid) + " refuse connection: " + reason_kind(*refusal),
+          "refusing pid=" + std::to_string(c.peer.pid) + " uid=" + std::to_string(c.peer.uid) +
+              ": " + *refusal);
       ::close(fd);
       continue;
     }
@@ -417,8 +417,7 @@ ConfigResult Server::reload() {
   set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
   runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
   runtime_parameters_.clear();
-  for (const std::string& w : config_warnings(next))
-    spdlog::warn("config {}: {}", config_path_, w);
+  for (const std::string& w : config_warnings(next)) spdlog::warn("config {}: {}", config_path_, w);
   config_ = std::move(next);
   limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
   result.config = config_;

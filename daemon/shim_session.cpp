@@ -145,8 +145,8 @@ void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
   if (m.reserved != 0) return drop(c.fd, "released memory with a non-zero reserved field");
   // Unknown handles are normal after a reconnect (freed before the re-declaration): ignored.
   if (job->memory.erase({m.device, m.handle}) == 0)
-    spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid, log_text(job->name),
-                  m.device);
+    spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid,
+                  log_text(job->name), m.device);
   else
     memory_released(*job, m.device);
 }
@@ -155,8 +155,8 @@ void Server::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {
   JobClass from = job.granted;
   job.granted = to;
   job.block.set_job_class(to);
-  spdlog::info("priority pid={} job={} id={} {} -> {} by pid={} uid={}", job.peer.pid, log_text(job.name),
-               job.id, class_name(from), class_name(to), by.pid, by.uid);
+  spdlog::info("priority pid={} job={} id={} {} -> {} by pid={} uid={}", job.peer.pid,
+               log_text(job.name), job.id, class_name(from), class_name(to), by.pid, by.uid);
 }
 
 }  // namespace gpushare::daemon

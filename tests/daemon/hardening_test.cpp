@@ -1,10 +1,10 @@
 // Issue 12: what an ordinary user (or a careless one) could do to deny service to everyone else,
 // and what holds now. Each test drives the real daemon; counts are asserted with margins, never
 // absolute times, so they hold on a busy machine.
-#include <gtest/gtest.h>
 #include <grp.h>
-#include <signal.h>
+#include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,7 +18,6 @@
 #include <thread>
 
 #include "gpushare/protocol/control_block.h"
-
 #include "harness.h"
 
 namespace gpushare::testing {
@@ -108,7 +107,8 @@ TEST(Hardening, OneUserCannotFillTheConnectionTable) {
 
   // Root's ctl and another user's jobs still get through.
   EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0);
-  ChildProcess other = start_probe(dir, daemon.socket, probe_as("other", "opportunistic", kBystander));
+  ChildProcess other =
+      start_probe(dir, daemon.socket, probe_as("other", "opportunistic", kBystander));
   ASSERT_TRUE(other.running());
   EXPECT_TRUE(eventually([&] { return job_with_pid(daemon.socket, other.pid()).has_value(); }, 5s));
   EXPECT_TRUE(daemon.log_contains("connections (the most one uid may)")) << daemon.log();
@@ -426,9 +426,9 @@ TEST(Hardening, AReservationNeverUsedStopsCounting) {
 TEST(Hardening, ARuleThatNamesOnlyAJobGrantsNothingAndCheckConfigSaysSo) {
   TempDir dir;
   Daemon daemon(dir, {{"production", {{{"job", "serve-*"}}, {{"uid", 0}, {"job", "root-*"}}}}});
-  ChildProcess check = ChildProcess::start(
-      {Artefacts::daemon(), "--check-config", "--config", daemon.config_path},
-      {{"PATH", "/usr/bin:/bin"}}, dir / "check.stderr");
+  ChildProcess check =
+      ChildProcess::start({Artefacts::daemon(), "--check-config", "--config", daemon.config_path},
+                          {{"PATH", "/usr/bin:/bin"}}, dir / "check.stderr");
   std::string out;
   while (auto line = check.read_line(10s)) out += *line + "\n";
   int status = check.wait();
@@ -472,8 +472,8 @@ TEST(Hardening, AJobNameCannotForgeLogFields) {
   RawClient c;
   ASSERT_TRUE(c.connect(daemon.socket));
   int memfd = -1;
-  ASSERT_TRUE(c.register_job("a uid=0 class=production", protocol::JobClass::opportunistic, 0,
-                             &memfd));
+  ASSERT_TRUE(
+      c.register_job("a uid=0 class=production", protocol::JobClass::opportunistic, 0, &memfd));
   ::close(memfd);
   ASSERT_TRUE(daemon.wait_for_log("register pid=" + std::to_string(getpid())));
   std::string log = daemon.log();
@@ -498,8 +498,8 @@ class HostileDaemon {
     ok_ = ok_ && memfd_ >= 0 && ftruncate(memfd_, protocol::kControlBlockSize) == 0;
     if (ok_) {
       // A block that would pass every other check: magic, version and job id.
-      void* page = mmap(nullptr, protocol::kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED,
-                        memfd_, 0);
+      void* page =
+          mmap(nullptr, protocol::kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
       auto* block = new (page) protocol::ControlBlock{};
       block->magic = protocol::kControlBlockMagic;
       block->version = protocol::kControlBlockVersion;
@@ -537,8 +537,7 @@ class HostileDaemon {
         r.granted_class = static_cast<uint32_t>(protocol::JobClass::opportunistic);
         r.job_id = 1;
         protocol::copy_text(r.message, "ok");
-        protocol::FrameHeader rh =
-            protocol::make_header(MessageType::register_reply, sizeof r);
+        protocol::FrameHeader rh = protocol::make_header(MessageType::register_reply, sizeof r);
         iovec iov[2] = {{&rh, sizeof rh}, {&r, sizeof r}};
         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
         msghdr msg{};
