@@ -184,7 +184,6 @@ void Server::accept_clients() {
     // Gone before we got to it (a connect-and-close burst): costs neither a slot nor a log line.
     pollfd hung{fd, POLLRDHUP, 0};
     if (poll(&hung, 1, 0) > 0 && (hung.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
-      ++closed_unserved_;
       ::close(fd);
       continue;
     }
@@ -196,7 +195,6 @@ void Server::accept_clients() {
       if (reap_hung_up() > 0) refusal = refuse_connection(limits_, count_for(c.peer), c.admin);
     }
     if (refusal) {
-      ++refused_connections_;
       warn_limited(
           "uid=" + std::to_string(c.peer.uid) + " refuse connection: " + reason_kind(*refusal),
           "refusing pid=" + std::to_string(c.peer.pid) + " uid=" + std::to_string(c.peer.uid) +

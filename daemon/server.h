@@ -139,8 +139,6 @@ class Server {
   };
   std::unordered_map<uid_t, UidConnections> connections_by_uid_;
   size_t unregistered_ = 0;  // of non-admin peers
-  uint64_t refused_connections_ = 0;
-  uint64_t closed_unserved_ = 0;  // hung up before the daemon read anything from them
   Clock::time_point last_idle_check_;
   Clock::time_point last_expiry_check_;
   LogLimiter log_limiter_;
