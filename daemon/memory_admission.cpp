@@ -61,7 +61,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
   DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site, Clock::now(), false};
   auto admit = [&] {
     job.refused_in_a_row = 0;
-    job.memory[key] = allocation;
+    job.set_allocation(key, allocation);
     publish_views(registry_, memory_, config_.memory);
     protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
     reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
@@ -146,6 +146,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
 void Server::expire_reservations(Clock::time_point now) {
   bool expired = false;
   for (auto& [id, job] : registry_.jobs()) {
+    if (job.reservations == 0) continue;  // most jobs, most of the time: nothing to walk
     for (auto it = job.memory.begin(); it != job.memory.end();) {
       const DeclaredAllocation& a = it->second;
       if (!has(a.flags, MemDeclareFlags::reservation) || now - a.admitted < kReservationLifetime) {
@@ -158,7 +159,7 @@ void Server::expire_reservations(Clock::time_point now) {
             "{} s",
             job.peer.pid, log_text(job.name), job.id, it->first.first, a.bytes,
             std::chrono::duration_cast<std::chrono::seconds>(kReservationLifetime).count());
-      it = job.memory.erase(it);
+      it = job.erase_allocation(it);
       expired = true;
     }
   }

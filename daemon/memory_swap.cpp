@@ -54,7 +54,7 @@ void log_admitted_during_swap_out(Registry& registry, const Job& job, const Pend
 
 std::set<int> devices_of(const Job& job) {
   std::set<int> devices(job.devices.begin(), job.devices.end());
-  for (const auto& [key, a] : job.memory) devices.insert(key.first);
+  for (const auto& [device, d] : job.memory_on) devices.insert(device);
   return devices;
 }
 
@@ -143,8 +143,8 @@ void Server::serve_memory_waiters(Clock::time_point now) {
     else
       log_admitted_during_swap_out(registry_, *job, p);
     it = memory_.pending.erase(it);
-    job->memory[{p.device, p.handle}] =
-        DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false};
+    job->set_allocation({p.device, p.handle},
+                        DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false});
     publish_views(registry_, memory_, config_.memory);
     answer_memory(p.job_id, p.fd, true);
   }

@@ -41,6 +41,14 @@ struct DeclaredAllocation {
   bool claimed = false;
 };
 
+// A job's declared memory on one device, summed as allocations come and go (issue 12, finding 4:
+// admission and the views read these sums instead of walking every allocation).
+struct DeviceMemory {
+  uint64_t bytes = 0;      // reservations included
+  uint64_t swappable = 0;  // of them, flagged swappable
+  size_t allocations = 0;
+};
+
 struct Job {
   uint64_t id = 0;
   int connection = -1;      // the shim's socket
@@ -50,12 +58,23 @@ struct Job {
   protocol::JobClass requested = protocol::JobClass::opportunistic;
   protocol::JobClass granted = protocol::JobClass::opportunistic;
   std::vector<int> devices;                                       // as registered; empty: not known
-  std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;  // (device, handle) -> allocation
+  // (device, handle) -> allocation. Changed only through set_allocation / erase_allocation, which
+  // keep memory_on and reservations right.
+  std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;
+  std::map<int, DeviceMemory> memory_on;  // device -> sums of `memory` there
+  size_t reservations = 0;                // entries of `memory` flagged reservation
   SharedControlBlock block;
   LaunchRate rate;
   Clock::time_point registered;
   JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
   uint32_t refused_in_a_row = 0;  // memory requests refused since its last admitted one
+
+  using AllocationKey = std::pair<int, uint64_t>;
+  // Adds or replaces an allocation; erases one (false, or end(), when there was none).
+  void set_allocation(const AllocationKey& key, const DeclaredAllocation& allocation);
+  bool erase_allocation(const AllocationKey& key);
+  std::map<AllocationKey, DeclaredAllocation>::iterator erase_allocation(
+      std::map<AllocationKey, DeclaredAllocation>::iterator it);
 
   uint64_t memory_bytes() const;
   std::map<int, uint64_t> memory_by_device() const;

@@ -144,7 +144,7 @@ void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
   if (!job) return drop(c.fd, "released memory without a job");
   if (m.reserved != 0) return drop(c.fd, "released memory with a non-zero reserved field");
   // Unknown handles are normal after a reconnect (freed before the re-declaration): ignored.
-  if (job->memory.erase({m.device, m.handle}) == 0)
+  if (!job->erase_allocation({m.device, m.handle}))
     spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid,
                   log_text(job->name), m.device);
   else
