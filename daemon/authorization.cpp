@@ -19,12 +19,25 @@ const ProductionRule* production_rule_for(const Config& config, const Peer& peer
                                           std::string_view job_name) {
   std::string name(job_name);
   for (const auto& rule : config.production_rules) {
+    if (rule.job && !rule.uid && !rule.gid) continue;  // a name alone identifies nobody
     if (rule.uid && *rule.uid != peer.uid) continue;
     if (rule.gid && !peer.in_group(*rule.gid)) continue;
     if (rule.job && fnmatch(rule.job->c_str(), name.c_str(), 0) != 0) continue;
     return &rule;
   }
   return nullptr;
+}
+
+std::vector<std::string> config_warnings(const Config& config) {
+  std::vector<std::string> warnings;
+  for (size_t i = 0; i < config.production_rules.size(); ++i) {
+    const ProductionRule& rule = config.production_rules[i];
+    if (rule.job && !rule.uid && !rule.gid)
+      warnings.push_back("production[" + std::to_string(i) + "] " + rule.text +
+                         " names a job but no uid/user or gid/group: any user can choose that "
+                         "job name, so the rule is ignored; add \"uid\" or \"group\"");
+  }
+  return warnings;
 }
 
 Decision may_set_priority(const Config& config, const Peer& caller, uid_t owner_uid,

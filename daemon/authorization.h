@@ -28,9 +28,16 @@ struct Peer {
 
 bool is_admin(const Config& config, const Peer& peer);
 
-// The first production rule matching the peer and job name, or nullptr.
+// The first production rule matching the peer and job name, or nullptr. A job name is chosen by
+// whoever starts the job (GPUSHARE_JOB), so a rule that names a job but neither a uid nor a gid
+// matches nobody (issue 12, finding 6): config_warnings() says so.
 const ProductionRule* production_rule_for(const Config& config, const Peer& peer,
                                           std::string_view job_name);
+
+// Problems that do not make the file invalid but that its author should hear of, such as a
+// production rule that trusts a job name alone: printed by --check-config, logged at start and
+// on reload.
+std::vector<std::string> config_warnings(const Config& config);
 
 struct Decision {
   bool allowed;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "device_inventory.h"
+#include "logging.h"
 #include "server.h"
 
 #ifndef GPUSHARE_VERSION
@@ -146,7 +147,15 @@ json Server::ctl_status() {
 json Server::ctl_jobs() {
   json jobs = json::array();
   Clock::time_point now = Clock::now();
+  // The reply must fit one frame whatever the jobs hold (issue 12, finding 3): jobs that would not
+  // fit are left out and counted in "jobs_omitted" (a margin is kept for the envelope).
+  const size_t budget = protocol::kMaxPayload - 1024;
+  size_t used = 0, omitted = 0;
   for (auto& [id, job] : registry_.jobs()) {
+    if (used >= budget) {
+      ++omitted;
+      continue;
+    }
     json memory = json::array();
     for (const auto& [device, bytes] : job.memory_by_device())
       memory.push_back({{"device", device}, {"bytes", bytes}});
@@ -170,8 +179,18 @@ json Server::ctl_jobs() {
     // Production jobs' completion signal (shim/completions.h), where the shim publishes it.
     if (std::optional<uint64_t> completed = job.block.completed_launches())
       jobs.back()["completed_launches"] = std::min(*completed, job.rate.last());
+    size_t size = jobs.back().dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
+    if (used + size > budget) {
+      jobs.erase(jobs.size() - 1);
+      ++omitted;
+      used = budget;
+      continue;
+    }
+    used += size;
   }
-  return {{"ok", true}, {"jobs", jobs}};
+  json answer = {{"ok", true}, {"jobs", jobs}};
+  if (omitted) answer["jobs_omitted"] = omitted;
+  return answer;
 }
 
 std::optional<std::string> Server::find_targets(const json& request, std::vector<Job*>* targets,
@@ -188,6 +207,19 @@ std::optional<std::string> Server::find_targets(const json& request, std::vector
     return "give \"pid\" or \"job\"";
   }
   if (targets->empty()) return "no registered job with " + *target;
+  // A job name is chosen by whoever starts the job (GPUSHARE_JOB), so it names jobs of one user
+  // only by agreement: a name that several users' jobs carry acts on them only when asked to
+  // with "all" (issue 12, finding 6).
+  if (request.contains("job") && !request.value("all", false)) {
+    std::set<uid_t> uids;
+    for (const Job* job : *targets) uids.insert(job->peer.uid);
+    if (uids.size() > 1) {
+      std::string list;
+      for (uid_t uid : uids) list += (list.empty() ? "" : ", ") + std::to_string(uid);
+      return *target + " names jobs of " + std::to_string(uids.size()) + " users (uids " + list +
+             "): give a pid, or --all to act on every one of them";
+    }
+  }
   return std::nullopt;
 }
 
@@ -203,7 +235,7 @@ json Server::ctl_set_priority(const Peer& caller, const json& request) {
     Decision d = may_set_priority(config_, caller, job->peer.uid, job->granted, *to);
     if (!d.allowed) {
       spdlog::warn("refuse set-priority pid={} job={} -> {} by pid={} uid={}: {}", job->peer.pid,
-                   job->name, class_name(*to), caller.pid, caller.uid, d.reason);
+                   log_text(job->name), class_name(*to), caller.pid, caller.uid, d.reason);
       counters_.refused(Refusal::set_priority);
       return failure("refused: " + d.reason);
     }

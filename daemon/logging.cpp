@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -57,6 +58,29 @@ void setup_logging(const std::string& level) {
   logger->flush_on(spdlog::level::trace);  // one event, one line, written now
   spdlog::set_default_logger(logger);
   set_log_level(level);
+}
+
+std::string log_text(std::string_view text) {
+  auto plain = [](unsigned char ch) {
+    return ch > 0x20 && ch < 0x7f && ch != '"' && ch != '\\' && ch != '=';
+  };
+  bool quote = text.empty();
+  for (unsigned char ch : text) quote |= !plain(ch);
+  if (!quote) return std::string(text);
+  std::string out = "\"";
+  for (unsigned char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20 || ch >= 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+      out += hex;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
 }
 
 void set_log_level(const std::string& level) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "authorization.h"
 #include "config.h"
 #include "crash_backtrace.h"
 #include "logging.h"
@@ -55,9 +56,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (check_only) {
+    for (const std::string& w : config_warnings(*loaded.config))
+      std::printf("%s: warning: %s\n", config_path.c_str(), w.c_str());
     std::printf("%s: ok\n", config_path.c_str());
     return 0;
   }
+  for (const std::string& w : config_warnings(*loaded.config))
+    spdlog::warn("config {}: {}", config_path, w);
   if (log_level.empty()) set_log_level(loaded.config->log_level);
 
   // One descriptor per client: take what the hard limit allows.

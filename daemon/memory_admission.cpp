@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
@@ -14,8 +15,35 @@ namespace {
 using protocol::JobClass;
 using protocol::MemDeclareFlags;
 
+// A program that handles an out-of-memory error retries a few times (PyTorch frees its cache and
+// retries once); one refused this many times in a row without a single admitted request is
+// looping, and its requests and log lines would cost the daemon without end.
+constexpr uint32_t kMaxRefusalsInARow = 500;
+
 bool has(uint32_t flags, MemDeclareFlags f) {
   return flags & static_cast<uint32_t>(f);
+}
+
+// A reservation is released by the shim right after its allocation is made (docs/memory.md); one
+// still held after this long was never used, and stops counting (issue 12, finding 5).
+constexpr auto kReservationLifetime = std::chrono::seconds(15);
+
+// Pitched allocations are rounded up to the row pitch: a commit may exceed its reservation by
+// this much (or by the reservation's own size, for narrow rows).
+constexpr uint64_t kCommitSlack = uint64_t{2} << 20;
+
+// The admitted, unclaimed reservation of `job` on `device` that covers a commit of `bytes`
+// (claimed by it), or false: a commit must follow its reservation, else it is checked like one.
+bool claim_reservation(Job& job, int device, uint64_t bytes) {
+  auto from = job.memory.lower_bound({device, protocol::kReservationTokenBit});
+  for (auto it = from; it != job.memory.end() && it->first.first == device; ++it) {
+    DeclaredAllocation& r = it->second;
+    if (r.claimed || !has(r.flags, MemDeclareFlags::reservation)) continue;
+    if (bytes > r.bytes + std::max(r.bytes, kCommitSlack)) continue;
+    r.claimed = true;
+    return true;
+  }
+  return false;
 }
 
 uint64_t pending_bytes(const MemoryBroker& broker, int device) {
@@ -30,22 +58,35 @@ uint64_t pending_bytes(const MemoryBroker& broker, int device) {
 void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m) {
   const int device = m.device;
   auto key = std::make_pair(device, m.handle);
-  DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site};
+  DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site, Clock::now(), false};
   auto admit = [&] {
-    job.memory[key] = allocation;
+    job.refused_in_a_row = 0;
+    job.set_allocation(key, allocation);
     publish_views(registry_, memory_, config_.memory);
     protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
     reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
   };
   auto refuse = [&](const std::string& why) {
-    spdlog::info("refuse alloc pid={} job={} device={} bytes={}: {}", job.peer.pid, job.name,
-                 device, m.bytes, why);
+    // A few lines per job and reason, then one "suppressed N" summary per window (log_limiter.h);
+    // a job that keeps asking for what it is refused is dropped (issue 12, finding 2).
+    if (log_limiter_.admit("job=" + std::to_string(job.id) + " refuse alloc: " + reason_kind(why),
+                           Clock::now()))
+      spdlog::info("refuse alloc pid={} job={} id={} device={} bytes={}: {}", job.peer.pid,
+                   log_text(job.name), job.id, device, m.bytes, why);
     counters_.refused(Refusal::alloc);
+    if (++job.refused_in_a_row > kMaxRefusalsInARow)
+      return drop(c.fd, "asked for memory it was refused " + std::to_string(kMaxRefusalsInARow) +
+                            " times in a row");
     protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::refused), 0};
     reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
   };
-  // Made under an admitted reservation, or declared again after a reconnect: the memory exists.
-  if (!has(m.flags, MemDeclareFlags::reservation)) return admit();
+  // Made under an admitted reservation: the memory exists and was admitted already. Anything else
+  // that is not a reservation (a commit with no reservation, a re-declaration after a reconnect)
+  // is checked like one, or a client could declare past its limit and the capacity at will
+  // (issue 12, finding 5).
+  if (!has(m.flags, MemDeclareFlags::reservation) && has(m.flags, MemDeclareFlags::committed) &&
+      claim_reservation(job, device, m.bytes))
+    return admit();
 
   const MemoryConfig& config = config_.memory;
   if (auto limit = job_limit(config, job); limit && job_bytes(job, device) + m.bytes > *limit)
@@ -93,13 +134,37 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     if (excess <= 0) break;
     excess -= static_cast<int64_t>(job_swappable(*victim, device));
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
-                 victim->name, victim->id, device, job_swappable(*victim, device), job.name);
+                 log_text(victim->name), victim->id, device, job_swappable(*victim, device),
+                 log_text(job.name));
     request_residency(*victim, /*to_host=*/true, now);
   }
   memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
                                              m.flags, m.site, now + config.swap_timeout});
   // Served at once when it already fits, else on a later tick, once the victims have answered.
   serve_memory_waiters(now);
+}
+
+void Server::expire_reservations(Clock::time_point now) {
+  bool expired = false;
+  for (auto& [id, job] : registry_.jobs()) {
+    if (job.reservations == 0) continue;  // most jobs, most of the time: nothing to walk
+    for (auto it = job.memory.begin(); it != job.memory.end();) {
+      const DeclaredAllocation& a = it->second;
+      if (!has(a.flags, MemDeclareFlags::reservation) || now - a.admitted < kReservationLifetime) {
+        ++it;
+        continue;
+      }
+      if (log_limiter_.admit("job=" + std::to_string(job.id) + " expire reservation", now))
+        spdlog::warn(
+            "expire reservation pid={} job={} id={} device={} bytes={}: not used within "
+            "{} s",
+            job.peer.pid, log_text(job.name), job.id, it->first.first, a.bytes,
+            std::chrono::duration_cast<std::chrono::seconds>(kReservationLifetime).count());
+      it = job.erase_allocation(it);
+      expired = true;
+    }
+  }
+  if (expired) publish_views(registry_, memory_, config_.memory);
 }
 
 void Server::answer_memory(uint64_t job_id, int fd, bool admitted) {

@@ -36,10 +36,8 @@ std::optional<uint64_t> MemoryBroker::capacity(const MemoryConfig& config, int d
 }
 
 uint64_t job_bytes(const Job& job, int device) {
-  uint64_t total = 0;
-  for (const auto& [key, a] : job.memory)
-    if (key.first == device) total += a.bytes;
-  return total;
+  auto it = job.memory_on.find(device);
+  return it == job.memory_on.end() ? 0 : it->second.bytes;
 }
 
 namespace {
@@ -47,9 +45,8 @@ namespace {
 template <class OnDevice>
 uint64_t swappable_bytes(const Job& job, OnDevice on) {
   uint64_t total = 0;
-  for (const auto& [key, a] : job.memory)
-    if (on(key.first) && (a.flags & static_cast<uint32_t>(MemDeclareFlags::swappable)))
-      total += a.bytes;
+  for (const auto& [device, d] : job.memory_on)
+    if (on(device)) total += d.swappable;
   return total;
 }
 
@@ -70,7 +67,8 @@ uint64_t resident_with(const Job& job, int device, uint64_t moved) {
 }  // namespace
 
 uint64_t job_swappable(const Job& job, int device) {
-  return swappable_bytes(job, [device](int d) { return d == device; });
+  auto it = job.memory_on.find(device);
+  return it == job.memory_on.end() ? 0 : it->second.swappable;
 }
 
 uint64_t job_swap_progress(const Job& job) {
@@ -98,9 +96,7 @@ uint64_t job_resident(const Job& job, int device) {
 }
 
 bool holds_memory_on(const Job& job, int device) {
-  for (const auto& [key, a] : job.memory)
-    if (key.first == device) return true;
-  return false;
+  return job.memory_on.count(device) > 0;
 }
 
 DeviceMemoryUse device_use(Registry& registry, int device) {

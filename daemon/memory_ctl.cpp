@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
@@ -10,6 +11,8 @@ namespace gpushare::daemon {
 using nlohmann::json;
 
 namespace {
+constexpr size_t kSitesInReply = 16;  // per job in `gpusharectl jobs`
+
 json failure(const std::string& error) {
   return {{"ok", false}, {"error", error}};
 }
@@ -39,8 +42,8 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
     std::optional<uint64_t> now = job_limit(config_.memory, *job);
     bool tightens = bytes && (!now || *bytes <= *now);
     if (!admin && !(job->peer.uid == caller.uid && tightens)) {
-      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid, job->name,
-                   caller.pid, caller.uid);
+      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid,
+                   log_text(job->name), caller.pid, caller.uid);
       counters_.refused(Refusal::set_limit);
       return failure(
           "refused: only root or the admin group may raise or remove a limit, and "
@@ -57,7 +60,7 @@ json Server::ctl_set_limit(const Peer& caller, const json& request) {
       job->memory_state.limit_override.reset();
     std::optional<uint64_t> to = job_limit(config_.memory, *job);
     spdlog::info("set-limit pid={} job={} id={} {} -> {}{} by pid={} uid={}", job->peer.pid,
-                 job->name, job->id, from ? std::to_string(*from) : "none",
+                 log_text(job->name), job->id, from ? std::to_string(*from) : "none",
                  to ? std::to_string(*to) : "none",
                  bytes || unlimited ? "" : " (the configured rule)",
                  caller.pid, caller.uid);
@@ -99,18 +102,40 @@ json Server::memory_json(const Job& job, bool with_sites) const {
     on_host += bytes - std::min(bytes, job_resident(job, device));
   out["on_host_bytes"] = on_host;
   if (with_sites) {
-    json sites = json::array();
+    // Site ids come from the client: only announced ones are listed by id; the others (made up,
+    // or announced to a daemon before a restart) share one "?" entry. At most kSitesInReply,
+    // the largest, are listed, so one job cannot make `jobs` too big to send (issue 12, finding 3).
+    std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> listed;
+    std::pair<uint64_t, uint64_t> unannounced{0, 0};
     for (const auto& [site, use] : by_site) {
-      auto it = m.sites.find(site);
+      if (m.sites.count(site)) {
+        listed.push_back({site, use});
+      } else {
+        unannounced.first += use.first;
+        unannounced.second += use.second;
+      }
+    }
+    if (unannounced.second) listed.push_back({0, unannounced});
+    std::sort(listed.begin(), listed.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    json sites = json::array();
+    uint64_t omitted = 0, omitted_bytes = 0;
+    for (const auto& [site, use] : listed) {
+      if (sites.size() >= kSitesInReply) {
+        ++omitted;
+        omitted_bytes += use.first;
+        continue;
+      }
       sites.push_back({{"site", site},
-                       {"where", it == m.sites.end() ? "?" : it->second},
+                       {"where", site ? m.sites.at(site) : std::string("?")},
                        {"bytes", use.first},
                        {"allocations", use.second}});
     }
-    std::sort(sites.begin(), sites.end(), [](const json& a, const json& b) {
-      return a["bytes"].get<uint64_t>() > b["bytes"].get<uint64_t>();
-    });
     out["sites"] = sites;
+    if (omitted) {
+      out["sites_omitted"] = omitted;
+      out["sites_omitted_bytes"] = omitted_bytes;
+    }
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "gpushare/policies/swap_order.h"
+#include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
@@ -47,13 +48,13 @@ void log_admitted_during_swap_out(Registry& registry, const Job& job, const Pend
       spdlog::info(
           "alloc pid={} job={} device={} bytes={} admitted while job={} id={} swaps out: {} of "
           "{} bytes moved so far",
-          job.peer.pid, job.name, p.device, p.bytes, victim.name, victim.id,
+          job.peer.pid, log_text(job.name), p.device, p.bytes, log_text(victim.name), victim.id,
           job_moved_out(victim, p.device), job_swappable(victim, p.device));
 }
 
 std::set<int> devices_of(const Job& job) {
   std::set<int> devices(job.devices.begin(), job.devices.end());
-  for (const auto& [key, a] : job.memory) devices.insert(key.first);
+  for (const auto& [device, d] : job.memory_on) devices.insert(device);
   return devices;
 }
 
@@ -137,11 +138,13 @@ void Server::serve_memory_waiters(Clock::time_point now) {
       spdlog::warn(
           "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
           "host within {} ms; let through, the driver decides",
-          job->peer.pid, job->name, p.device, p.bytes, config_.memory.swap_timeout.count());
+          job->peer.pid, log_text(job->name), p.device, p.bytes,
+          config_.memory.swap_timeout.count());
     else
       log_admitted_during_swap_out(registry_, *job, p);
     it = memory_.pending.erase(it);
-    job->memory[{p.device, p.handle}] = DeclaredAllocation{p.bytes, p.kind, p.flags, p.site};
+    job->set_allocation({p.device, p.handle},
+                        DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false});
     publish_views(registry_, memory_, config_.memory);
     answer_memory(p.job_id, p.fd, true);
   }
@@ -170,7 +173,7 @@ void Server::memory_tick(Clock::time_point now) {
     (out ? m.swapped_out_bytes : m.swapped_in_bytes) += bytes;
     if (!out) set_memory_pause(b, false);
     spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", out ? "swapped-out" : "swapped-in",
-                 job.peer.pid, job.name, job.id, bytes, ns / 1e6);
+                 job.peer.pid, log_text(job.name), job.id, bytes, ns / 1e6);
   }
   serve_memory_waiters(now);
 
@@ -207,8 +210,8 @@ void Server::memory_tick(Clock::time_point now) {
         if (cap && on + job_swappable(job, other) > *cap) fits = false;
       }
       if (!fits) continue;  // a later, smaller job may fit: room is not left idle
-      spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", job.name, id, d,
-                   job_swappable(job, d), job.memory_state.reward);
+      spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", log_text(job.name),
+                   id, d, job_swappable(job, d), job.memory_state.reward);
       request_residency(job, /*to_host=*/false, now);
       break;
     }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
@@ -56,9 +57,9 @@ void Server::on_mps_query(Connection& c, const protocol::MpsQuery& q) {
     // Said once per user: every job of that user would repeat it.
     if (access.other_user && mps_refused_uids_.insert(c.peer.uid).second)
       spdlog::warn("mps: no MPS for uid {} (pid={} job={}): {}; its jobs run time-sliced",
-                   c.peer.uid, c.peer.pid, name, access.why);
+                   c.peer.uid, c.peer.pid, log_text(name), access.why);
     else
-      spdlog::debug("mps: no MPS for pid={} job={}: {}", c.peer.pid, name, access.why);
+      spdlog::debug("mps: no MPS for pid={} job={}: {}", c.peer.pid, log_text(name), access.why);
   }
   reply(c, protocol::MessageType::mps_reply, &answer, sizeof answer);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "gpushare/protocol/wire.h"
+
 namespace gpushare::daemon {
 
 namespace {
@@ -24,23 +26,71 @@ double LaunchRate::per_second() const {
   return seconds > 0 ? static_cast<double>(n1 - n0) / seconds : 0.0;
 }
 
+namespace {
+
+bool is_reservation(const DeclaredAllocation& a) {
+  return a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation);
+}
+
+// Adds (sign +1) or removes (-1) one allocation from the job's sums.
+void count_allocation(Job& job, int device, const DeclaredAllocation& a, int sign) {
+  DeviceMemory& d = job.memory_on[device];
+  bool swappable = a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable);
+  if (sign > 0) {
+    d.bytes += a.bytes;
+    if (swappable) d.swappable += a.bytes;
+    ++d.allocations;
+    job.reservations += is_reservation(a);
+  } else {
+    d.bytes -= a.bytes;
+    if (swappable) d.swappable -= a.bytes;
+    --d.allocations;
+    job.reservations -= is_reservation(a);
+    if (d.allocations == 0) job.memory_on.erase(device);
+  }
+}
+
+}  // namespace
+
+void Job::set_allocation(const AllocationKey& key, const DeclaredAllocation& allocation) {
+  auto [it, added] = memory.try_emplace(key, allocation);
+  if (!added) {
+    count_allocation(*this, key.first, it->second, -1);
+    it->second = allocation;
+  }
+  count_allocation(*this, key.first, allocation, +1);
+}
+
+bool Job::erase_allocation(const AllocationKey& key) {
+  auto it = memory.find(key);
+  if (it == memory.end()) return false;
+  erase_allocation(it);
+  return true;
+}
+
+std::map<Job::AllocationKey, DeclaredAllocation>::iterator Job::erase_allocation(
+    std::map<AllocationKey, DeclaredAllocation>::iterator it) {
+  count_allocation(*this, it->first.first, it->second, -1);
+  return memory.erase(it);
+}
+
 uint64_t Job::memory_bytes() const {
   uint64_t total = 0;
-  for (const auto& [key, a] : memory) total += a.bytes;
+  for (const auto& [device, d] : memory_on) total += d.bytes;
   return total;
 }
 
 std::map<int, uint64_t> Job::memory_by_device() const {
   std::map<int, uint64_t> by_device;
-  for (const auto& [key, a] : memory) by_device[key.first] += a.bytes;
+  for (const auto& [device, d] : memory_on) by_device[device] = d.bytes;
   return by_device;
 }
 
 std::vector<int> Job::devices_in_use() const {
   if (!devices.empty()) return devices;
-  std::set<int> seen;
-  for (const auto& [key, a] : memory) seen.insert(key.first);
-  return {seen.begin(), seen.end()};
+  std::vector<int> seen;
+  for (const auto& [device, d] : memory_on) seen.push_back(device);
+  return seen;
 }
 
 Job& Registry::add(Job job) {

@@ -35,6 +35,18 @@ struct DeclaredAllocation {
   uint32_t kind = 0;
   uint32_t flags = 0;  // protocol::MemDeclareFlags bits (swappable, reservation)
   uint32_t site = 0;   // allocation site id (GPUSHARE_TRACE_ALLOC), 0: not traced
+  // Reservations only: when admitted (they expire unless released), and whether a commit has
+  // already claimed it (one reservation covers one commit; memory_admission.cpp).
+  std::chrono::steady_clock::time_point admitted{};
+  bool claimed = false;
+};
+
+// A job's declared memory on one device, summed as allocations come and go (issue 12, finding 4:
+// admission and the views read these sums instead of walking every allocation).
+struct DeviceMemory {
+  uint64_t bytes = 0;      // reservations included
+  uint64_t swappable = 0;  // of them, flagged swappable
+  size_t allocations = 0;
 };
 
 struct Job {
@@ -46,11 +58,23 @@ struct Job {
   protocol::JobClass requested = protocol::JobClass::opportunistic;
   protocol::JobClass granted = protocol::JobClass::opportunistic;
   std::vector<int> devices;                                       // as registered; empty: not known
-  std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;  // (device, handle) -> allocation
+  // (device, handle) -> allocation. Changed only through set_allocation / erase_allocation, which
+  // keep memory_on and reservations right.
+  std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;
+  std::map<int, DeviceMemory> memory_on;  // device -> sums of `memory` there
+  size_t reservations = 0;                // entries of `memory` flagged reservation
   SharedControlBlock block;
   LaunchRate rate;
   Clock::time_point registered;
   JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
+  uint32_t refused_in_a_row = 0;  // memory requests refused since its last admitted one
+
+  using AllocationKey = std::pair<int, uint64_t>;
+  // Adds or replaces an allocation; erases one (false, or end(), when there was none).
+  void set_allocation(const AllocationKey& key, const DeclaredAllocation& allocation);
+  bool erase_allocation(const AllocationKey& key);
+  std::map<AllocationKey, DeclaredAllocation>::iterator erase_allocation(
+      std::map<AllocationKey, DeclaredAllocation>::iterator it);
 
   uint64_t memory_bytes() const;
   std::map<int, uint64_t> memory_by_device() const;

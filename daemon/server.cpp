@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -61,7 +62,9 @@ bool close_passed_fds(msghdr& msg) {
 Server::Server(Config config, std::string config_path)
     : config_(std::move(config)),
       config_path_(std::move(config_path)),
-      buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1) {}
+      buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1) {
+  limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
+}
 
 Server::~Server() {
   for (auto& [fd, c] : connections_) ::close(fd);
@@ -130,10 +133,13 @@ int Server::run() {
       spdlog::critical("epoll_wait: {}", std::strerror(errno));
       return 1;
     }
+    // New connections are accepted after this round's reads, so the EOFs of clients that already
+    // left are seen before newcomers are counted against the limits.
+    bool accept_now = false;
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == listener_) {
-        accept_clients();
+        accept_now = true;
       } else if (fd == timer_) {
         tick();
       } else if (fd == relay_timer_) {
@@ -150,11 +156,13 @@ int Server::run() {
         read_client(fd);
       }
     }
+    if (accept_now) accept_clients();
     if (stopping_ && mps_.stopped()) return 0;
   }
 }
 
 void Server::accept_clients() {
+  bool reaped = false;
   for (;;) {
     int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -178,9 +186,24 @@ void Server::accept_clients() {
       ::close(fd);
       continue;
     }
-    if (connections_.size() >= config_.max_clients) {
-      spdlog::warn("refusing pid={} uid={}: max_clients ({}) reached", c.peer.pid, c.peer.uid,
-                   config_.max_clients);
+    // Gone before we got to it (a connect-and-close burst): costs neither a slot nor a log line.
+    pollfd hung{fd, POLLRDHUP, 0};
+    if (poll(&hung, 1, 0) > 0 && (hung.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+      ::close(fd);
+      continue;
+    }
+    c.admin = may_administer(config_, c.peer).allowed;
+    c.last_active = Clock::now();
+    std::optional<std::string> refusal = refuse_connection(limits_, count_for(c.peer), c.admin);
+    if (refusal && !reaped) {  // once per round: connections that left may have made room
+      reaped = true;
+      if (reap_hung_up() > 0) refusal = refuse_connection(limits_, count_for(c.peer), c.admin);
+    }
+    if (refusal) {
+      warn_limited(
+          "uid=" + std::to_string(c.peer.uid) + " refuse connection: " + reason_kind(*refusal),
+          "refusing pid=" + std::to_string(c.peer.pid) + " uid=" + std::to_string(c.peer.uid) +
+              ": " + *refusal);
       counters_.refused(Refusal::max_clients);
       ::close(fd);
       continue;
@@ -189,6 +212,7 @@ void Server::accept_clients() {
       ::close(fd);
       continue;
     }
+    count_connection(c, +1);
     connections_.emplace(fd, std::move(c));
   }
 }
@@ -215,6 +239,7 @@ void Server::read_client(int fd) {
     if (n == 0) return disconnect(fd);  // orderly close (SOCK_SEQPACKET reads 0 only at EOF)
     if (passed_fds || (msg.msg_flags & MSG_CTRUNC))
       return drop(fd, "sent file descriptors (the daemon accepts none)");
+    c.last_active = Clock::now();
     if (msg.msg_flags & MSG_TRUNC)
       return drop(fd,
                   "sent a frame over the " + std::to_string(buffer_.size() - 1) + "-byte limit");
@@ -281,7 +306,7 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
     }
     case MessageType::ctl_request:
       if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
-      c.role = Role::ctl;
+      if (c.role != Role::ctl) set_role(c, Role::ctl);
       if (answer_mps_ctl(c, payload, h.length)) return;
       return on_ctl(c, payload, h.length);
     default:
@@ -295,13 +320,14 @@ void Server::drop(int fd, const std::string& why) {
   if (it == connections_.end()) return;
   const Connection& c = it->second;
   const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr;
-  spdlog::warn("drop pid={} uid={}{}: {}", c.peer.pid, c.peer.uid,
-               job ? " job=" + job->name : std::string(), why);
+  // Keyed by uid and the kind of reason: a client that keeps sending garbage writes a few lines
+  // and then one "suppressed N" summary per window.
+  warn_limited("uid=" + std::to_string(c.peer.uid) + " drop: " + reason_kind(why),
+               "drop pid=" + std::to_string(c.peer.pid) + " uid=" + std::to_string(c.peer.uid) +
+                   (job ? " job=" + log_text(job->name) : std::string()) + ": " + why);
   ++dropped_clients_;
   if (job) registry_.remove(c.job_id);
-  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-  ::close(fd);
-  connections_.erase(it);
+  forget_connection(it);
   if (job) notify_status();
 }
 
@@ -310,14 +336,12 @@ void Server::disconnect(int fd) {
   if (it == connections_.end()) return;
   const Connection& c = it->second;
   if (const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr) {
-    spdlog::info("unregister pid={} job={} id={}: connection closed", c.peer.pid, job->name,
-                 job->id);
+    spdlog::info("unregister pid={} job={} id={}: connection closed", c.peer.pid,
+                 log_text(job->name), job->id);
     registry_.remove(c.job_id);
   }
-  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-  ::close(fd);
   bool had_job = c.job_id != 0;
-  connections_.erase(it);
+  forget_connection(it);
   if (had_job) notify_status();
 }
 
@@ -364,6 +388,14 @@ void Server::tick() {
   }
   memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
   mps_.tick(now);    // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
+  close_idle_connections(now);  // connections.cpp
+  if (now - last_expiry_check_ >= std::chrono::seconds(1)) {
+    last_expiry_check_ = now;
+    expire_reservations(now);  // memory_admission.cpp
+  }
+  log_limiter_.flush(now, [](const std::string& key, uint64_t suppressed) {
+    spdlog::warn("suppressed {} more log lines of {}", suppressed, key);
+  });
   publish_metrics();  // metrics_collect.cpp: a snapshot for the /metrics thread, when it serves
   if (watchdog_usec_ && now - last_watchdog_ >= std::chrono::microseconds(watchdog_usec_ / 4)) {
     sd_notify(0, "WATCHDOG=1");
@@ -410,7 +442,9 @@ ConfigResult Server::reload() {
   set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
   runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
   runtime_parameters_.clear();
+  for (const std::string& w : config_warnings(next)) spdlog::warn("config {}: {}", config_path_, w);
   config_ = std::move(next);
+  limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
   result.config = config_;
   ++counters_.reloads;
   spdlog::info("reloaded {} ({} production rules, tick {} ms, policy {})", config_path_,

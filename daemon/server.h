@@ -7,16 +7,18 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "authorization.h"
 #include "config.h"
+#include "connection_limits.h"
 #include "gpushare/protocol/wire.h"
+#include "log_limiter.h"
 #include "memory_broker.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
@@ -31,6 +33,8 @@ struct Connection {
   Peer peer;
   Role role = Role::unknown;
   uint64_t job_id = 0;  // when role == shim
+  bool admin = false;   // root or admin_group at connect time: may use the reserved slots
+  std::chrono::steady_clock::time_point last_active;  // accepted, or its last frame
 };
 
 class Server {
@@ -52,6 +56,15 @@ class Server {
   // server.cpp: the loop and the connections.
   bool open();
   void accept_clients();
+  // connections.cpp: the limits on who may hold how many connections (connection_limits.h).
+  ConnectionCounts count_for(const Peer& peer) const;
+  void count_connection(const Connection& c, int delta);
+  void set_role(Connection& c, Connection::Role role);
+  size_t reap_hung_up();
+  void close_idle_connections(Clock::time_point now);
+  void forget_connection(std::unordered_map<int, Connection>::iterator it);
+  // A warning keyed by client and reason, rate-limited by log_limiter_ (log_limiter.h).
+  void warn_limited(const std::string& key, const std::string& line);
   void read_client(int fd);
   void handle_frame(Connection& c, const protocol::FrameHeader& h, const uint8_t* payload);
   void tick();
@@ -82,6 +95,7 @@ class Server {
   void on_device_info(Connection& c, const protocol::DeviceInfo& d);
   void on_alloc_site(Connection& c, const protocol::AllocSite& s);
   void memory_tick(Clock::time_point now);
+  void expire_reservations(Clock::time_point now);  // reservations never used (finding 5)
   void serve_memory_waiters(Clock::time_point now);
   void answer_memory(uint64_t job_id, int fd, bool admitted);
   nlohmann::json ctl_set_limit(const Peer& caller, const nlohmann::json& request);
@@ -127,6 +141,16 @@ class Server {
   uint64_t watchdog_usec_ = 0;
   Clock::time_point last_watchdog_;
   uint64_t dropped_clients_ = 0;
+  // Connections: limits from max_clients, counts kept as connections come, change role and go.
+  ConnectionLimits limits_;
+  struct UidConnections {
+    size_t total = 0, unregistered = 0;
+  };
+  std::unordered_map<uid_t, UidConnections> connections_by_uid_;
+  size_t unregistered_ = 0;  // of non-admin peers
+  Clock::time_point last_idle_check_;
+  Clock::time_point last_expiry_check_;
+  LogLimiter log_limiter_;
   std::string log_level_override_;
   MpsSupervisor mps_;            // docs/mps.md
   MpsClients mps_clients_;       // the processes told to be MPS clients, while they run

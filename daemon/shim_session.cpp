@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
@@ -77,7 +78,7 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
               std::to_string(c.peer.uid) + ", gid " + std::to_string(c.peer.gid) + ", job '" +
               job.name + "'; registered as opportunistic";
     spdlog::warn("refuse production pid={} uid={} gid={} job={}: no production rule matches",
-                 c.peer.pid, c.peer.uid, c.peer.gid, job.name);
+                 c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name));
     counters_.refused(Refusal::production);
   }
 
@@ -85,7 +86,7 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.block = SharedControlBlock::create(job.id, job.granted, &error);
   if (!job.block.valid()) {
     spdlog::error("register pid={} job={}: cannot create its control block: {}", c.peer.pid,
-                  job.name, error);
+                  log_text(job.name), error);
     answer.status = static_cast<uint32_t>(protocol::RegisterStatus::unavailable);
     protocol::copy_text(answer.message, ("daemon cannot create a control block: " + error).c_str());
     reply(c, protocol::MessageType::register_reply, &answer, sizeof answer);
@@ -103,10 +104,10 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
     return;                 // the client went away before its reply: nothing registered
   job.block.close_memfd();  // the shim holds its own descriptor now; our mapping stays
 
-  c.role = Connection::Role::shim;
+  set_role(c, Connection::Role::shim);
   c.job_id = job.id;
   spdlog::info("register pid={} uid={} gid={} job={} class={} requested={} devices={} id={}{}",
-               c.peer.pid, c.peer.uid, c.peer.gid, job.name, class_name(job.granted),
+               c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), class_name(job.granted),
                class_name(job.requested), devices_text(job.devices), job.id,
                r.client_pid != static_cast<uint32_t>(c.peer.pid)
                    ? " client_pid=" + std::to_string(r.client_pid)
@@ -134,7 +135,7 @@ void Server::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
                 "declared more than " + std::to_string(kMaxAllocationsPerJob) + " allocations");
   // A handle declared twice (a re-declaration racing the allocation's own declaration after a
   // reconnect) simply replaces the first.
-  spdlog::debug("alloc pid={} job={} device={} bytes={} flags={}", c.peer.pid, job->name,
+  spdlog::debug("alloc pid={} job={} device={} bytes={} flags={}", c.peer.pid, log_text(job->name),
                 m.device, m.bytes, m.flags);
   admit_memory(c, *job, m);  // memory_admission.cpp: admitted, refused, or deferred
 }
@@ -144,9 +145,9 @@ void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
   if (!job) return drop(c.fd, "released memory without a job");
   if (m.reserved != 0) return drop(c.fd, "released memory with a non-zero reserved field");
   // Unknown handles are normal after a reconnect (freed before the re-declaration): ignored.
-  if (job->memory.erase({m.device, m.handle}) == 0)
-    spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid, job->name,
-                  m.device);
+  if (!job->erase_allocation({m.device, m.handle}))
+    spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid,
+                  log_text(job->name), m.device);
   else
     memory_released(*job, m.device);
 }
@@ -155,8 +156,8 @@ void Server::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {
   JobClass from = job.granted;
   job.granted = to;
   job.block.set_job_class(to);
-  spdlog::info("priority pid={} job={} id={} {} -> {} by pid={} uid={}", job.peer.pid, job.name,
-               job.id, class_name(from), class_name(to), by.pid, by.uid);
+  spdlog::info("priority pid={} job={} id={} {} -> {} by pid={} uid={}", job.peer.pid,
+               log_text(job.name), job.id, class_name(from), class_name(to), by.pid, by.uid);
 }
 
 }  // namespace gpushare::daemon

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -25,11 +26,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <vector>
 
 #include "accounting.h"
 #include "background_thread.h"
+#include "control_block_check.h"
 #include "gpushare/protocol/wire.h"
 #include "log.h"
 #include "memory_swap.h"
@@ -301,14 +302,28 @@ bool connect_and_register(const char** why) {
     return false;
   }
   reply.message[sizeof reply.message - 1] = '\0';
+  // Why registration failed, when it did: the daemon's refusal, or what is wrong with the control
+  // block it sent (never mapped unless sealed and of the right size: control_block_check.h).
+  const char* problem = nullptr;
   void* page = MAP_FAILED;
-  if (reply.status == static_cast<uint32_t>(protocol::RegisterStatus::ok) && memfd >= 0)
-    page = mmap(nullptr, protocol::kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (reply.status != static_cast<uint32_t>(protocol::RegisterStatus::ok))
+    std::snprintf(reason, sizeof reason, "registration refused: %s", reply.message);
+  else if ((problem = control_block_problem(memfd)))
+    std::snprintf(reason, sizeof reason, "registration failed: %s", problem);
+  else if ((page = mmap(nullptr, protocol::kControlBlockSize, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        memfd, 0)) == MAP_FAILED)
+    std::snprintf(reason, sizeof reason, "registration failed: cannot map the control block: %s",
+                  std::strerror(errno));
   if (memfd >= 0) ::close(memfd);
   auto* block = static_cast<ControlBlock*>(page);
+  if (page != MAP_FAILED &&
+      (block->magic != protocol::kControlBlockMagic ||
+       block->version != protocol::kControlBlockVersion || block->job_id != reply.job_id))
+    std::snprintf(reason, sizeof reason,
+                  "registration failed: the control block is not this job's (magic, version or "
+                  "job id)");
   if (page == MAP_FAILED || block->magic != protocol::kControlBlockMagic ||
       block->version != protocol::kControlBlockVersion || block->job_id != reply.job_id) {
-    std::snprintf(reason, sizeof reason, "registration refused: %s", reply.message);
     *why = reason;
     if (page != MAP_FAILED) munmap(page, protocol::kControlBlockSize);
     ::close(fd);

@@ -104,7 +104,7 @@ TEST(Ctl, ReloadAppliesAGoodFileAndKeepsTheOldOneOnABadFile) {
   TempDir dir;
   Daemon daemon(dir);
   ASSERT_TRUE(daemon.start());
-  daemon.write_config({{"production", {{{"job", "late-*"}}}}});
+  daemon.write_config({{"production", {{{"uid", 0}, {"job", "late-*"}}}}});
   CtlResult good = run_ctl(daemon.socket, {"reload"});
   EXPECT_EQ(good.exit_code, 0) << good.err;
   ChildProcess first = start_probe(dir, daemon.socket, probe_as("late-1", "production"));

@@ -19,7 +19,7 @@ std::string job_labels(const std::string& job, pid_t pid, const std::string& job
 TEST(Metrics, ServedOnAUnixSocketFollowTheJobsAndDropThoseThatLeave) {
   TempDir dir;
   const std::string path = dir / "metrics.sock";
-  Daemon daemon(dir, {{"production", {{{"job", "serve"}}}}, {"metrics", {{"listen", path}}}});
+  Daemon daemon(dir, {{"production", {{{"job", "serve"}, {"uid", 0}}}}, {"metrics", {{"listen", path}}}});
   ASSERT_TRUE(daemon.start());
   ASSERT_TRUE(daemon.wait_for_log("metrics: serving /metrics on " + path)) << daemon.log();
   ChildProcess serve = start_probe(dir, daemon.socket, probe_as("serve", "production"));

@@ -122,7 +122,7 @@ TEST(Mps, AutoStartsItsControlDaemonAndJobsBecomeClientsByClass) {
   TempDir dir;
   MpsDaemon daemon(dir, {{"mps", "auto"},
                          {"mps_thread_percentage", 30},
-                         {"production", json::array({{{"job", "serve-*"}}})}});
+                         {"production", json::array({{{"uid", 0}, {"job", "serve-*"}}})}});
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
   std::string record = read_file(daemon.record);

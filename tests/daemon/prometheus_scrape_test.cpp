@@ -47,7 +47,7 @@ TEST(PrometheusScrape, TheServerScrapesTheDaemonAndQueriesSeeTheJobs) {
   int metrics_port = free_tcp_port(), web_port = free_tcp_port();
   ASSERT_GT(metrics_port, 0);
   ASSERT_GT(web_port, 0);
-  Daemon daemon(dir, {{"production", {{{"job", "serve-a"}}}},
+  Daemon daemon(dir, {{"production", {{{"job", "serve-a"}, {"uid", 0}}}},
                       {"memory", {{"capacity", "1G"}}},
                       {"metrics", {{"listen", "127.0.0.1:" + std::to_string(metrics_port)}}}});
   ASSERT_TRUE(daemon.start());

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 TEST(Registration, ShimJobsAppearInJobsWithTheirClassDeviceRateAndMemory) {
   TempDir dir;
-  Daemon daemon(dir, {{"production", {{{"job", "serve-*"}}}}});
+  Daemon daemon(dir, {{"production", {{{"uid", 0}, {"job", "serve-*"}}}}});
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ChildProcess serving = start_probe(dir, daemon.socket, probe_as("serve-a", "production"));
   ChildProcess training = start_probe(dir, daemon.socket, probe_as("train-b"));
@@ -52,7 +52,7 @@ TEST(Registration, ShimJobsAppearInJobsWithTheirClassDeviceRateAndMemory) {
 // each one's memory and a kernel rate that agrees with the rate the job measured itself.
 TEST(Registration, KernelsPerSecondAgreesWithWhatTheJobsMeasured) {
   TempDir dir;
-  Daemon daemon(dir, {{"production", {{{"job", "serve"}}}}});
+  Daemon daemon(dir, {{"production", {{{"uid", 0}, {"job", "serve"}}}}});
   ASSERT_TRUE(daemon.start());
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},

@@ -7,7 +7,7 @@ namespace gpushare::testing {
 nlohmann::json memory_config(nlohmann::json limits) {
   nlohmann::json memory = {{"capacity", kCapacity}, {"oversubscribe", true}};
   if (!limits.empty()) memory["limits"] = limits;
-  return {{"production", {{{"job", "prod*"}}}}, {"memory", memory}};
+  return {{"production", {{{"uid", 0}, {"job", "prod*"}}}}, {"memory", memory}};
 }
 
 ChildProcess start_client(const TempDir& dir, const std::string& socket, const std::string& job,

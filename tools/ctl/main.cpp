@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
                         "bytes, with K/M/G/T (e.g. 8G); none: back to the configured rule; "
                         "unlimited: no limit at all")
       ->required();
+  bool all_users = false;  // a job name that jobs of several users carry (docs/daemon.md)
+  set_limit->add_flag("--all", all_users, "a job name of several users' jobs: act on all of them");
   auto* set_priority = app.add_subcommand(
       "set-priority", "change a job's class (others than root/admin group: only lower your own)");
   std::string target, job_class;
@@ -104,6 +106,8 @@ int main(int argc, char** argv) {
   set_priority->add_option("class", job_class, "production or opportunistic")
       ->required()
       ->check(CLI::IsMember({"production", "opportunistic"}));
+  set_priority->add_flag("--all", all_users,
+                         "a job name of several users' jobs: act on all of them");
   auto* policy = app.add_subcommand("policy", "choose the policy of a device (root/admin group)");
   std::string device_text, policy_name;
   policy->add_option("device", device_text, "device index")->required();
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
       request["job"] = target;
   }
 
+  if (all_users) request["all"] = true;
   Exchange x = gpushare::ctl::ask_daemon(socket_path, request);
   bool as_json = output == "json";
   if (x.outcome != Exchange::Outcome::replied) {

@@ -128,6 +128,15 @@ std::string render_mps(const json& mps) {
   return line + "\n";
 }
 
+namespace {
+// The daemon leaves out what would not fit one reply frame and says how much (docs/daemon.md).
+std::string omitted_text(const json& reply) {
+  uint64_t omitted = reply.value("jobs_omitted", uint64_t{0});
+  if (!omitted) return "";
+  return "(" + std::to_string(omitted) + " more jobs not shown: the reply is at its size limit)\n";
+}
+}  // namespace
+
 std::string render_jobs(const json& reply) {
   std::vector<Row> rows = {{"PID", "JOB", "CLASS", "DEVICE", "KERNELS/S", "MEMORY", "UID"}};
   for (const auto& j : reply.at("jobs")) {
@@ -140,7 +149,7 @@ std::string render_jobs(const json& reply) {
          human_bytes(j.value("memory_bytes", uint64_t{0})), std::to_string(j.value("uid", 0))});
   }
   if (rows.size() == 1) return "no jobs registered\n";
-  return table(rows);
+  return table(rows) + omitted_text(reply);
 }
 
 std::string render_set_priority(const json& reply) {
@@ -185,7 +194,7 @@ std::string render_jobs_memory(const json& reply) {
   }
   if (rows.size() == 1) return "no jobs registered\n";
   if (!sites.empty()) sites = "\nallocation sites (GPUSHARE_TRACE_ALLOC=1):\n" + sites;
-  return table(rows) + sites;
+  return table(rows) + omitted_text(reply) + sites;
 }
 
 std::string render_set_limit(const json& reply) {
