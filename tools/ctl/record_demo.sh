@@ -7,7 +7,7 @@ B=${B:-$PWD/build}
 D=$(mktemp -d /tmp/gpushare-timeline.XXXX)
 cat > $D/gpushared.json <<JSON
 { "socket": { "path": "$D/gpushared.sock", "mode": "0666" },
-  "production": [ { "job": "serve-*" } ],
+  "production": [ { "uid": $(id -u), "job": "serve-*" } ],
   "memory": { "capacity": "1G" } }
 JSON
 $B/daemon/gpushared --config $D/gpushared.json 2> $D/daemon.log &
