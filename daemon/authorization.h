@@ -30,7 +30,7 @@ bool is_admin(const Config& config, const Peer& peer);
 
 // The first production rule matching the peer and job name, or nullptr. A job name is chosen by
 // whoever starts the job (GPUSHARE_JOB), so a rule that names a job but neither a uid nor a gid
-// matches nobody (issue 12, finding 6): config_warnings() says so.
+// matches nobody: config_warnings() says so.
 const ProductionRule* production_rule_for(const Config& config, const Peer& peer,
                                           std::string_view job_name);
 

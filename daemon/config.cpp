@@ -263,7 +263,7 @@ ConfigResult parse_config(std::string_view text) {
     if (doc.contains("production")) parse_production(c, doc["production"], config);
     if (doc.contains("policy")) parse_policy(c, doc["policy"], config);
     if (doc.contains("tick_ms")) {
-      // 10 ms keeps the tick cheap; above 1 s the rate control of issue 5 would react too slowly.
+      // 10 ms keeps the tick cheap; above 1 s rate control would react too slowly.
       if (auto ms = c.integer("tick_ms", doc["tick_ms"], 10, 1000))
         config.tick = std::chrono::milliseconds(*ms);
     }

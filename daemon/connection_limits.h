@@ -1,4 +1,4 @@
-// Who may take one more connection (issue 12, finding 1). The connection table is finite
+// Who may take one more connection. The connection table is finite
 // (`max_clients`), so one user must not be able to fill it: each uid may hold a share of it, and
 // only a few connections that have not registered or asked anything yet; the last slots are kept
 // for root and the admin group, so `gpusharectl` of an administrator always gets through. Identity

@@ -1,4 +1,4 @@
-// The connection table's limits (issue 12, finding 1; connection_limits.h decides, this counts):
+// The connection table's limits (connection_limits.h decides, this counts):
 // per-uid and unregistered counts kept as connections come, change role and go; connections
 // that hung up before they were served are reaped before they may crowd out live ones; and
 // connections that never register or stay idle are closed after kHandshakeTimeout.

@@ -147,7 +147,7 @@ json Server::ctl_status() {
 json Server::ctl_jobs() {
   json jobs = json::array();
   Clock::time_point now = Clock::now();
-  // The reply must fit one frame whatever the jobs hold (issue 12, finding 3): jobs that would not
+  // The reply must fit one frame whatever the jobs hold: jobs that would not
   // fit are left out and counted in "jobs_omitted" (a margin is kept for the envelope).
   const size_t budget = protocol::kMaxPayload - 1024;
   size_t used = 0, omitted = 0;
@@ -209,7 +209,7 @@ std::optional<std::string> Server::find_targets(const json& request, std::vector
   if (targets->empty()) return "no registered job with " + *target;
   // A job name is chosen by whoever starts the job (GPUSHARE_JOB), so it names jobs of one user
   // only by agreement: a name that several users' jobs carry acts on them only when asked to
-  // with "all" (issue 12, finding 6).
+  // with "all".
   if (request.contains("job") && !request.value("all", false)) {
     std::set<uid_t> uids;
     for (const Job* job : *targets) uids.insert(job->peer.uid);

@@ -1,4 +1,4 @@
-// Rate limit for log lines that a client can cause (issue 12, finding 2): a client that sends bad
+// Rate limit for log lines that a client can cause: a client that sends bad
 // frames, connects in a loop or asks for memory it is refused must not be able to fill the disk.
 //
 // Lines are grouped by a key that names the client and the reason (e.g. "uid=1000 drop: bad

@@ -13,7 +13,7 @@ void set_log_level(const std::string& level);
 
 // A log field whose text a client chose (job name, allocation site): as it is when it is one
 // plain word, else in double quotes with '"', '\\' and non-printable bytes escaped, so a name
-// such as "a uid=0 class=production" can never pass for fields of its own (issue 12, finding 6).
+// such as "a uid=0 class=production" can never pass for fields of its own.
 std::string log_text(std::string_view text);
 
 }  // namespace gpushare::daemon

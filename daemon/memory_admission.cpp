@@ -25,7 +25,7 @@ bool has(uint32_t flags, MemDeclareFlags f) {
 }
 
 // A reservation is released by the shim right after its allocation is made (docs/memory.md); one
-// still held after this long was never used, and stops counting (issue 12, finding 5).
+// still held after this long was never used, and stops counting.
 constexpr auto kReservationLifetime = std::chrono::seconds(15);
 
 // Pitched allocations are rounded up to the row pitch: a commit may exceed its reservation by
@@ -68,7 +68,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
   };
   auto refuse = [&](const std::string& why) {
     // A few lines per job and reason, then one "suppressed N" summary per window (log_limiter.h);
-    // a job that keeps asking for what it is refused is dropped (issue 12, finding 2).
+    // a job that keeps asking for what it is refused is dropped.
     if (log_limiter_.admit("job=" + std::to_string(job.id) + " refuse alloc: " + reason_kind(why),
                            Clock::now()))
       spdlog::info("refuse alloc pid={} job={} id={} device={} bytes={}: {}", job.peer.pid,
@@ -83,7 +83,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
   // Made under an admitted reservation: the memory exists and was admitted already. Anything else
   // that is not a reservation (a commit with no reservation, a re-declaration after a reconnect)
   // is checked like one, or a client could declare past its limit and the capacity at will
-  // (issue 12, finding 5).
+  //.
   if (!has(m.flags, MemDeclareFlags::reservation) && has(m.flags, MemDeclareFlags::committed) &&
       claim_reservation(job, device, m.bytes))
     return admit();

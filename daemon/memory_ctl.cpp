@@ -104,7 +104,7 @@ json Server::memory_json(const Job& job, bool with_sites) const {
   if (with_sites) {
     // Site ids come from the client: only announced ones are listed by id; the others (made up,
     // or announced to a daemon before a restart) share one "?" entry. At most kSitesInReply,
-    // the largest, are listed, so one job cannot make `jobs` too big to send (issue 12, finding 3).
+    // the largest, are listed, so one job cannot make `jobs` too big to send.
     std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> listed;
     std::pair<uint64_t, uint64_t> unannounced{0, 0};
     for (const auto& [site, use] : by_site) {

@@ -41,8 +41,7 @@ struct DeclaredAllocation {
   bool claimed = false;
 };
 
-// A job's declared memory on one device, summed as allocations come and go (issue 12, finding 4:
-// admission and the views read these sums instead of walking every allocation).
+// A job's declared memory on one device, summed as allocations come and go (// admission and the views read these sums instead of walking every allocation).
 struct DeviceMemory {
   uint64_t bytes = 0;      // reservations included
   uint64_t swappable = 0;  // of them, flagged swappable

@@ -1,4 +1,4 @@
-// The daemon's side of rate control (issue 5): every tick, each device's policy (policies/) gets
+// The daemon's side of rate control: every tick, each device's policy (policies/) gets
 // what its jobs did in the window that just ended, and its gates are written into their control
 // blocks. The policy is a pure function of those observations; this file is the I/O around it.
 #pragma once

@@ -1,4 +1,4 @@
-// Whether a control block the daemon passed may be mapped (issue 12, finding 7). The shim maps it
+// Whether a control block the daemon passed may be mapped. The shim maps it
 // shared and the launch path touches it on every launch: a peer that shrinks the file afterwards
 // would kill the host program with SIGBUS. So only a memfd sealed against shrinking and growing,
 // with no more seals allowed, of exactly the control block's size is taken. Whoever listens on

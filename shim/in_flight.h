@@ -1,4 +1,4 @@
-// The in-flight bound (issue 5): an opportunistic job whose gate carries `max_in_flight` keeps at
+// The in-flight bound: an opportunistic job whose gate carries `max_in_flight` keeps at
 // most that many of its launches on the GPU unfinished, so that a production kernel never queues
 // behind a long opportunistic backlog (DESIGN.md §3). Completion is seen through events recorded
 // on the launch's stream every K launches (K = max(1, bound / 2)); a launch over the bound waits on

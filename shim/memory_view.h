@@ -1,4 +1,4 @@
-// The job's view of device memory (issue 6, docs/memory.md): inside a job, cuMemGetInfo,
+// The job's view of device memory: inside a job, cuMemGetInfo,
 // cuDeviceTotalMem and NVML's memory info report total = min(job limit, device capacity) and
 // free = what the job may still allocate, as the daemon publishes them in the control block.
 // Without a daemon (or before it published a view of the device) the driver's answer stands.

@@ -1,4 +1,4 @@
-// Issue 12: what an ordinary user (or a careless one) could do to deny service to everyone else,
+// Hardening: what an ordinary user (or a careless one) could do to deny service to everyone else,
 // and what holds now. Each test drives the real daemon; counts are asserted with margins, never
 // absolute times, so they hold on a busy machine.
 #include <grp.h>

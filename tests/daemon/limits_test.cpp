@@ -1,4 +1,4 @@
-// Issue 12's pure pieces: the connection limits, the log rate limit, quoting of client-chosen log
+// The hardening's pure pieces: the connection limits, the log rate limit, quoting of client-chosen log
 // fields, and production rules that trust a job name only with a uid or gid.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // A job's per-device memory sums follow its allocations through add, replace and erase
-// (issue 12, finding 4: admission and the views read the sums, not the allocations).
+// (admission and the views read the sums, not the allocations).
 #include <gtest/gtest.h>
 
 #include <random>

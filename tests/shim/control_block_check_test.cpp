@@ -1,4 +1,4 @@
-// The shim maps only a control block that cannot be shrunk under it (issue 12, finding 7).
+// The shim maps only a control block that cannot be shrunk under it.
 #include "control_block_check.h"
 
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 A scenario is a list of units (one configuration each: a name and a function that returns the
 placements of one window). Each repetition runs every unit once, in an order shuffled anew per
 repetition, so slow drift of the machine spreads over all configurations instead of landing on
-one block of them (issue 4, "Noise").
+one block of them.
 """
 
 import os

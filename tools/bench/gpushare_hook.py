@@ -1,6 +1,6 @@
 """The `gpushare:POLICY` rows: both jobs under LD_PRELOAD=libgpushare.so, a gpushared per policy.
 
-Until the rate-control policies exist (issue 5) these rows say "not yet". Once they do, run e.g.
+Until the rate-control policies exist these rows say "not yet". Once they do, run e.g.
 
   python3 tools/bench/run.py --scenario S1 --gpushare-policy tgs priority 'tgs:target=0.9' \
       --gpushare-daemon 'build/daemon/gpushared --config {config}'
@@ -91,7 +91,7 @@ class Gpushare:
         """Why this row cannot run, or None when it can."""
         policy = baseline.split(":", 1)[1]
         if not self.daemon_cmd:
-            return ("not yet: the rate-control policies come with issue 5; once gpushared has them, "
+            return ("not yet: the rate-control policies are not available; once gpushared has them, "
                     "pass --gpushare-daemon 'CMD {socket} {policy}'")
         if not self.shim or not os.path.exists(self.shim):
             return f"shim not found at {self.shim}"

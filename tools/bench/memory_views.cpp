@@ -1,4 +1,4 @@
-// What one memory declaration and one view publication cost the daemon (issue 12, finding 4):
+// What one memory declaration and one view publication cost the daemon:
 // publish_views and admission read per-device sums a job keeps as allocations come and go, so
 // their cost follows jobs x devices, not allocations x devices. Run:
 //   build/tools/bench/gpushare_bench_memory_views

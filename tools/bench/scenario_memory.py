@@ -1,4 +1,4 @@
-"""S4: memory oversubscription against a configured capacity (issue 6).
+"""S4: memory oversubscription against a configured capacity.
 
 Two deterministic training runs (tools/bench/train_steps.py, resnet50 at a batch that holds about
 10 GiB each) whose working sets together exceed the capacity (16 GiB by default, far below the

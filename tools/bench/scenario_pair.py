@@ -23,7 +23,7 @@ NOT_APPLICABLE = {
     ("S2", "mps-thr20"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
     ("S2", "mps-thr10"): "left out to fit the time budget (S1 has the 20 and 10 % limits)",
     # S5 keeps the 10 % limit: the schedule must run under plain MPS and under MPS 100/10 to show
-    # that no static setting serves both phases (issue 5).
+    # that no static setting serves both phases.
     ("S5", "mps-thr30"): "left out to fit the time budget (S5 keeps plain MPS and the 10 % limit)",
     ("S5", "mps-thr20"): "left out to fit the time budget (S5 keeps plain MPS and the 10 % limit)",
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 MODELS = ("resnet50", "mobilenet_v2", "transformer", "sleep")
 _NAME = re.compile(r"^(?P<model>[a-z0-9_]+?)_(?P<kind>train|infer)_b(?P<batch>\d+)(?:_p(?P<pause>\d+))?$")
 
-# The transformer's shape (issue 4: "about 6 layers, d=512").
+# The transformer's shape ("about 6 layers, d=512").
 TRANSFORMER_LAYERS = 6
 TRANSFORMER_DIM = 512
 TRANSFORMER_HEADS = 8

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 on the GPU machine: gpushared, two PyTorch jobs under the shim, gpusharectl jobs and a
+# On the GPU machine: gpushared, two PyTorch jobs under the shim, gpusharectl jobs and a
 # priority change. Binaries come carried from a build here (.carry/bin, their libraries in
 # .carry/lib, used by the daemon and ctl only): tools/crosscheck/daemon_demo_gpu.sh <out-dir>
 set -uo pipefail

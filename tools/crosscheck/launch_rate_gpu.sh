@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# PyTorch add_ launch rate without and with the shim, alternating runs in one command (issue 2's
-# overhead target: >= 0.98x the rate without it). Usage: launch_rate_gpu.sh <libgpushare.so> [runs]
+# PyTorch add_ launch rate without and with the shim, alternating runs in one command. Usage: launch_rate_gpu.sh <libgpushare.so> [runs]
 set -uo pipefail
 shim=$(realpath "$1"); runs=${2:-10}; here=$(dirname "$0")
 for i in $(seq "$runs"); do

@@ -1,4 +1,4 @@
-"""The GPU cross-check programs (issue 2, item 5).
+"""The GPU cross-check programs.
 
 Each program does its GPU work, prints one JSON line to stdout:
   {"program": ..., "independent_launches": N, "independent_graph_launches": G, "output": "<hash>"}

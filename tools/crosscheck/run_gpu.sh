@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU cross-check of the interception (issue 2, item 5) and the PyTorch launch-rate overhead.
+# GPU cross-check of the interception and the PyTorch launch-rate overhead.
 # Run on the GPU machine from the repository root:
 #   tools/crosscheck/run_gpu.sh <path/to/libgpushare.so> <out-dir>
 # For each program: run without the shim, run with it (GPUSHARE_REPORT), and compare the shim's

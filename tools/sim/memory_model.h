@@ -1,5 +1,4 @@
-// The memory model of gpushare-sim (issue 15, after research/thesis-oversubscription-scheduling.md,
-// "Implementation": a memory manager, a scheduler and an execution-time simulator).
+// The memory model of gpushare-sim (a memory manager, a scheduler and an execution-time simulator).
 //
 // A job is a chain of steps. Before a step computes, the job's whole working set must be on the
 // device (the thesis's assumption: "before each client starts its computation, it copies a fixed

@@ -1,4 +1,4 @@
-// Rotating residency (issue 15): when the opportunistic jobs on a device need more memory than
+// Rotating residency: when the opportunistic jobs on a device need more memory than
 // production leaves, they run in turns. The job whose turn it is (and whoever else fits after it in
 // the order) stays resident and runs; the others wait with their memory on the host; while a turn
 // computes, the next job's memory is copied in (prefetch), so the switch costs only what the copy
