@@ -21,11 +21,13 @@ cat >"$work/gpushared.json" <<JSON
 JSON
 ctl() { build/tools/ctl/gpusharectl --socket "$work/gpushared.sock" "$@"; }
 job() {  # name class seconds: a job of 2 ms kernels on the simulated GPU, under the shim
-  env LD_PRELOAD="$PWD/build/shim/libgpushare.so" \
+  # Asynchronous kernels, as on a GPU: a launch returns at once and the kernel runs after it.
+  env GPUSHARE_FAKE_ASYNC_KERNELS=1 LD_PRELOAD="$PWD/build/shim/libgpushare.so" \
       LD_LIBRARY_PATH="$(dirname "$(find build/tests/fake_driver -name 'libcuda.so.1' | head -n1)")" \
       GPUSHARE_FAKE_DEVICE_FILE="$work/gpu" GPUSHARE_SOCKET="$work/gpushared.sock" \
       GPUSHARE_JOB="$1" GPUSHARE_PRIORITY="$2" GPUSHARE_QUIET=1 \
-      build/tests/clients/client_workload --kernel-us 2000 --settle-seconds 2 --seconds "$3"
+      build/tests/clients/client_workload --kernel-us 2000 --settle-seconds 2 --seconds "$3" \
+        --sync-every-step
 }
 rate() { python3 -c 'import json,sys; print(round(json.loads(sys.stdin.read())["kernels_per_s"]))'; }
 
@@ -48,11 +50,19 @@ echo "   production    (serve): $serve kernels/s = $(python3 -c "print(f'{$serve
 echo "   opportunistic (train): $train kernels/s = $(python3 -c "print(f'{$train/$alone:.2f}')") of its rate alone"
 echo "   (without gpushared both would get about 0.5: the simulated GPU runs one kernel at a time)"
 
-echo "== an operator promotes a running job"
-job train opportunistic 3 >/dev/null & train_pid=$!
-sleep 2.5
-echo "\$ gpusharectl set-priority train production"; ctl set-priority train production
-echo "\$ gpusharectl jobs"; ctl jobs
-wait "$train_pid"
+echo "== a priority change while two jobs compete: the production job is demoted"
+job serve production 8 >/dev/null & serve_pid=$!
+job train opportunistic 8 >/dev/null & train_pid=$!
+rates() {
+  ctl jobs -o json | python3 -c 'import json, sys
+for j in json.load(sys.stdin)["jobs"]:
+    print("   %-6s %-14s %5.0f kernels/s" % (j["job"], j["class"], j["kernels_per_s"]))'
+}
+sleep 4
+echo "   before:"; rates
+echo "\$ gpusharectl set-priority serve opportunistic"; ctl set-priority serve opportunistic
+sleep 3
+echo "   after (both opportunistic: they share the simulated GPU):"; rates
+wait "$serve_pid" "$train_pid"
 echo "== the daemon's log"
 cat "$work/gpushared.log"
