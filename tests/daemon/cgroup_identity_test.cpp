@@ -1,9 +1,10 @@
 // The pod and container of a process from its cgroup path (daemon/container_identity.h): real
 // paths of the kubelet's systemd and cgroupfs drivers, malformed ones, and hostile ones.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 
 #include "authorization.h"
 #include "config.h"
@@ -92,8 +93,8 @@ TEST(CgroupIdentity, AParentSliceOfTheKubeletsCgroupRootIsAllowed) {
 }
 
 TEST(CgroupIdentity, ProcessesOutsideKubernetesHaveNoPodAndNoProblem) {
-  for (const std::string path :
-       {"/", "/user.slice/user-1000.slice/session-3.scope", "/system.slice/gpushared.service",
+  for (const std::string& path : std::vector<std::string>{
+           "/", "/user.slice/user-1000.slice/session-3.scope", "/system.slice/gpushared.service",
         "/docker/" + kId, "/process_api/60d8f57744c934352dea475d3c864c7f"}) {
     CgroupIdentity id = pod_from_cgroup_path(path);
     EXPECT_FALSE(id.pod) << path;
