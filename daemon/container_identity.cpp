@@ -34,7 +34,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-CgroupIdentity refused(std::string why) { return {std::nullopt, std::move(why)}; }
+CgroupIdentity refused(std::string why) {
+  return {std::nullopt, std::move(why)};
+}
 
 // "/a/b/c" -> {"a", "b", "c"}; false for a relative path, an empty segment ("//", a trailing
 // '/'), "." or ".." (a cgroup outside the daemon's cgroup namespace shows as "/../.."), or a
@@ -173,9 +175,12 @@ CgroupIdentity cgroupfs_path(const std::vector<std::string_view>& segments) {
 
 const char* qos_name(PodQos qos) {
   switch (qos) {
-    case PodQos::guaranteed: return "guaranteed";
-    case PodQos::burstable: return "burstable";
-    case PodQos::besteffort: return "besteffort";
+    case PodQos::guaranteed:
+      return "guaranteed";
+    case PodQos::burstable:
+      return "burstable";
+    case PodQos::besteffort:
+      return "besteffort";
   }
   return "?";
 }
@@ -185,9 +190,13 @@ std::optional<PodQos> parse_qos(std::string_view name) {
   return qos_level(name);
 }
 
-bool valid_pod_uid(std::string_view uid) { return pod_uid_shape(uid); }
+bool valid_pod_uid(std::string_view uid) {
+  return pod_uid_shape(uid);
+}
 
-bool valid_container_id(std::string_view id) { return id.size() == 64 && lower_hex(id); }
+bool valid_container_id(std::string_view id) {
+  return id.size() == 64 && lower_hex(id);
+}
 
 CgroupIdentity pod_from_cgroup_path(std::string_view path) {
   // A process outside Kubernetes: not a problem, just no pod.
@@ -234,7 +243,8 @@ CgroupIdentity pod_from_proc_cgroup(std::string_view text) {
     size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos) return refused("a line is not id:controllers:path");
     std::string_view id = line.substr(0, first);
-    if (id.empty() || !std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    if (id.empty() ||
+        !std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return refused("a line's hierarchy id is not a number");
     CgroupIdentity here = pod_from_cgroup_path(line.substr(second + 1));
     if (!here.problem.empty()) return here;

@@ -95,7 +95,7 @@ TEST(CgroupIdentity, AParentSliceOfTheKubeletsCgroupRootIsAllowed) {
 TEST(CgroupIdentity, ProcessesOutsideKubernetesHaveNoPodAndNoProblem) {
   for (const std::string& path : std::vector<std::string>{
            "/", "/user.slice/user-1000.slice/session-3.scope", "/system.slice/gpushared.service",
-        "/docker/" + kId, "/process_api/60d8f57744c934352dea475d3c864c7f"}) {
+           "/docker/" + kId, "/process_api/60d8f57744c934352dea475d3c864c7f"}) {
     CgroupIdentity id = pod_from_cgroup_path(path);
     EXPECT_FALSE(id.pod) << path;
     EXPECT_EQ(id.problem, "") << path;
@@ -126,11 +126,11 @@ TEST(CgroupIdentity, MalformedKubepodsPathsAreRefusedWithAReason) {
   // systemd scope without prefix.
   problem_of("/kubepods.slice/kubepods-burstable.slice/" + pod_slice + "/" + kId + ".scope");
   // Unknown QoS level; the QoS slice not extending kubepods; pod uid with '-' in a slice.
-  problem_of("/kubepods.slice/kubepods-gold.slice/kubepods-gold-pod" + kUidUnderscored +
-             ".slice/" + scope);
+  problem_of("/kubepods.slice/kubepods-gold.slice/kubepods-gold-pod" + kUidUnderscored + ".slice/" +
+             scope);
   problem_of("/kubepods.slice/burstable.slice/" + pod_slice + "/" + scope);
-  problem_of("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUid +
-             ".slice/" + scope);
+  problem_of("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUid + ".slice/" +
+             scope);
   problem_of("/kubepods/gold/pod" + kUid + "/" + kId);
   // Bad pod uids.
   problem_of("/kubepods/burstable/pod" + kUid.substr(1) + "/" + kId);
@@ -176,9 +176,8 @@ TEST(CgroupIdentity, ProcCgroupFileV2AndV1) {
   EXPECT_EQ(v2.pod->container_id, kId);
   // cgroup v1, cgroupfs driver, with a hybrid "0::/" line and controllers the runtime left alone.
   std::string v1_path = "/kubepods/besteffort/pod" + kUid + "/" + kId;
-  CgroupIdentity v1 = pod_from_proc_cgroup("12:memory:" + v1_path + "\n11:cpu,cpuacct:" +
-                                           v1_path + "\n5:rdma:/\n1:name=systemd:" + v1_path +
-                                           "\n0::/\n");
+  CgroupIdentity v1 = pod_from_proc_cgroup("12:memory:" + v1_path + "\n11:cpu,cpuacct:" + v1_path +
+                                           "\n5:rdma:/\n1:name=systemd:" + v1_path + "\n0::/\n");
   ASSERT_TRUE(v1.pod) << v1.problem;
   EXPECT_EQ(v1.pod->qos, PodQos::besteffort);
   EXPECT_EQ(v1.pod->pod_uid, kUid);
@@ -205,8 +204,8 @@ TEST(CgroupIdentity, ProcCgroupFileThatDisagreesOrIsMalformedGivesNoPod) {
 }
 
 TEST(CgroupIdentity, ReadsPidCgroupUnderAProcRoot) {
-  std::filesystem::path root = std::filesystem::temp_directory_path() /
-                               ("gpushare-proc-" + std::to_string(::getpid()));
+  std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("gpushare-proc-" + std::to_string(::getpid()));
   std::filesystem::create_directories(root / "4242");
   std::ofstream(root / "4242" / "cgroup") << "0::/kubepods/pod" << kUid << "/" << kId << "\n";
   CgroupIdentity id = read_pod_identity(root.string(), 4242);
@@ -231,8 +230,8 @@ Peer in_pod(PodQos qos, std::string pod_uid = kUid, std::string container_id = k
   peer.pid = 100;
   peer.uid = 0;
   peer.gid = 0;
-  peer.pod = PodIdentity{qos, std::move(pod_uid), std::move(container_id), "containerd", {}, {},
-                         {}};
+  peer.pod =
+      PodIdentity{qos, std::move(pod_uid), std::move(container_id), "containerd", {}, {}, {}};
   return peer;
 }
 
@@ -247,8 +246,7 @@ TEST(PodRules, APodOrContainerRuleMatchesOnlyThatPodOrContainer) {
 
   Config by_container = config_of(R"({"production": [{"container_id": ")" + kId + R"("}]})");
   EXPECT_TRUE(production_rule_for(by_container, in_pod(PodQos::besteffort), "x"));
-  EXPECT_FALSE(
-      production_rule_for(by_container, in_pod(PodQos::besteffort, kUid, other_id), "x"));
+  EXPECT_FALSE(production_rule_for(by_container, in_pod(PodQos::besteffort, kUid, other_id), "x"));
 }
 
 TEST(PodRules, AllKeysOfARuleMustMatch) {
@@ -273,8 +271,8 @@ TEST(PodRules, AQosClassOrAJobNameAloneIdentifiesNobodyAndIsWarnedOf) {
   EXPECT_NE(warnings[0].find("QoS class"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[1].find("production[1]"), std::string::npos);
   // With a uid, a gid, a pod or a container it is an identity.
-  EXPECT_TRUE(config_warnings(config_of(R"({"production": [{"qos": "guaranteed", "uid": 0}]})"))
-                  .empty());
+  EXPECT_TRUE(
+      config_warnings(config_of(R"({"production": [{"qos": "guaranteed", "uid": 0}]})")).empty());
 }
 
 TEST(PodRules, CheckConfigNamesBadPodValues) {
@@ -288,15 +286,13 @@ TEST(PodRules, CheckConfigNamesBadPodValues) {
       {"namespace": "prod"}]})");
   ASSERT_FALSE(r.config);
   std::string text = r.error_text();
-  EXPECT_NE(text.find("production[0].pod_uid: expected a pod UID in lowercase"),
-            std::string::npos)
+  EXPECT_NE(text.find("production[0].pod_uid: expected a pod UID in lowercase"), std::string::npos)
       << text;
   EXPECT_NE(text.find("production[1].pod_uid"), std::string::npos) << text;
   EXPECT_NE(text.find("production[2].container_id: expected a container id of 64 lowercase hex"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("production[3].container_id: expected a string"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("production[3].container_id: expected a string"), std::string::npos) << text;
   EXPECT_NE(text.find("production[4].qos: expected one of guaranteed, burstable, besteffort"),
             std::string::npos)
       << text;

@@ -123,8 +123,9 @@ TEST(PodIdentity, AFakeProcCgroupPutsTheJobInAPodWhoseRuleGrantsProduction) {
 TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
   TempDir dir;
   FakeProc proc(dir);
-  Daemon daemon(dir, {{"production", {{{"pod_uid", kServeUid}, {"job", "serve"}},
-                                      {{"container_id", kServeId}}}}});
+  Daemon daemon(
+      dir,
+      {{"production", {{{"pod_uid", kServeUid}, {"job", "serve"}}, {{"container_id", kServeId}}}}});
   daemon.extra_args = {"--proc-root", proc.root};
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ChildProcess serve = start_probe_in(dir, daemon, proc, systemd_cgroup(kServeUid, "", kServeId),
@@ -138,15 +139,19 @@ TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
   // A job in another pod asks for production with the production pod's name, its uid and its
   // container id in every variable a shim, a runtime or the kubelet's downward API might use.
   std::map<std::string, std::string> env = {
-      {"GPUSHARE_POD_UID", kServeUid},    {"POD_UID", kServeUid},
-      {"KUBERNETES_POD_UID", kServeUid},  {"GPUSHARE_CONTAINER_ID", kServeId},
-      {"CONTAINER_ID", kServeId},         {"GPUSHARE_QOS", "guaranteed"},
-      {"GPUSHARE_PROC_ROOT", own / "proc"}, {"GPUSHARE_CLASS", "production"},
+      {"GPUSHARE_POD_UID", kServeUid},
+      {"POD_UID", kServeUid},
+      {"KUBERNETES_POD_UID", kServeUid},
+      {"GPUSHARE_CONTAINER_ID", kServeId},
+      {"CONTAINER_ID", kServeId},
+      {"GPUSHARE_QOS", "guaranteed"},
+      {"GPUSHARE_PROC_ROOT", own / "proc"},
+      {"GPUSHARE_CLASS", "production"},
       {"HOSTNAME", "serve"},
   };
-  ChildProcess liar = start_probe_in(dir, daemon, proc,
-                                     systemd_cgroup(kTrainUid, "besteffort", kTrainId), "serve",
-                                     "production", env);
+  ChildProcess liar =
+      start_probe_in(dir, daemon, proc, systemd_cgroup(kTrainUid, "besteffort", kTrainId), "serve",
+                     "production", env);
   ASSERT_TRUE(liar.running());
   auto l = job_with_pid(daemon.socket, liar.pid());
   ASSERT_TRUE(l);
@@ -186,8 +191,8 @@ TEST(PodIdentity, MalformedCgroupsGiveNoPodAndAreLogged) {
   ASSERT_TRUE(j);
   EXPECT_EQ((*j)["class"], "opportunistic");
   EXPECT_TRUE((*j)["pod_uid"].is_null());
-  EXPECT_TRUE(daemon.wait_for_log("register pid=" + std::to_string(probe.pid()) + " uid=" +
-                                  std::to_string(getuid()) + ": no pod identity"))
+  EXPECT_TRUE(daemon.wait_for_log("register pid=" + std::to_string(probe.pid()) +
+                                  " uid=" + std::to_string(getuid()) + ": no pod identity"))
       << daemon.log();
 }
 
@@ -213,9 +218,9 @@ TEST(PodIdentity, CheckConfigNamesBadPodValuesAndWarnsOfQosAlone) {
   TempDir dir;
   std::ofstream(dir / "bad.json")
       << R"({"production": [{"container_id": "containerd://abc"}, {"pod_uid": "x"}]})";
-  ChildProcess check = ChildProcess::start(
-      {Artefacts::daemon(), "--check-config", "--config", dir / "bad.json"},
-      {{"PATH", "/usr/bin:/bin"}}, dir / "bad.stderr");
+  ChildProcess check =
+      ChildProcess::start({Artefacts::daemon(), "--check-config", "--config", dir / "bad.json"},
+                          {{"PATH", "/usr/bin:/bin"}}, dir / "bad.stderr");
   int status = check.wait(10s);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
@@ -226,9 +231,9 @@ TEST(PodIdentity, CheckConfigNamesBadPodValuesAndWarnsOfQosAlone) {
   EXPECT_NE(err.find("production[1].pod_uid: expected a pod UID"), std::string::npos) << err;
 
   std::ofstream(dir / "qos.json") << R"({"production": [{"qos": "guaranteed"}]})";
-  ChildProcess warn = ChildProcess::start(
-      {Artefacts::daemon(), "--check-config", "--config", dir / "qos.json"},
-      {{"PATH", "/usr/bin:/bin"}}, dir / "qos.stderr");
+  ChildProcess warn =
+      ChildProcess::start({Artefacts::daemon(), "--check-config", "--config", dir / "qos.json"},
+                          {{"PATH", "/usr/bin:/bin"}}, dir / "qos.stderr");
   std::string out;
   while (auto line = warn.read_line(10s)) out += *line + "\n";
   status = warn.wait(10s);
