@@ -19,9 +19,13 @@ const ProductionRule* production_rule_for(const Config& config, const Peer& peer
                                           std::string_view job_name) {
   std::string name(job_name);
   for (const auto& rule : config.production_rules) {
-    if (rule.job && !rule.uid && !rule.gid) continue;  // a name alone identifies nobody
+    if (!rule.names_an_identity()) continue;  // a name or a QoS class alone identifies nobody
     if (rule.uid && *rule.uid != peer.uid) continue;
     if (rule.gid && !peer.in_group(*rule.gid)) continue;
+    if ((rule.pod_uid || rule.container_id || rule.qos) && !peer.pod) continue;
+    if (rule.pod_uid && *rule.pod_uid != peer.pod->pod_uid) continue;
+    if (rule.container_id && *rule.container_id != peer.pod->container_id) continue;
+    if (rule.qos && *rule.qos != peer.pod->qos) continue;
     if (rule.job && fnmatch(rule.job->c_str(), name.c_str(), 0) != 0) continue;
     return &rule;
   }
@@ -32,10 +36,16 @@ std::vector<std::string> config_warnings(const Config& config) {
   std::vector<std::string> warnings;
   for (size_t i = 0; i < config.production_rules.size(); ++i) {
     const ProductionRule& rule = config.production_rules[i];
-    if (rule.job && !rule.uid && !rule.gid)
+    if (rule.names_an_identity()) continue;
+    if (rule.job && !rule.qos)
       warnings.push_back("production[" + std::to_string(i) + "] " + rule.text +
                          " names a job but no uid/user or gid/group: any user can choose that "
                          "job name, so the rule is ignored; add \"uid\" or \"group\"");
+    else
+      warnings.push_back("production[" + std::to_string(i) + "] " + rule.text +
+                         " names a QoS class but no uid/user, gid/group, pod_uid or "
+                         "container_id: anyone who may create a pod can give it that class, so "
+                         "the rule is ignored; add \"pod_uid\", \"container_id\" or \"uid\"");
   }
   return warnings;
 }

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ struct Peer {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups at connect time (SO_PEERGROUPS)
+  // The pod and container of pid, from its cgroup (container_identity.h); set at registration,
+  // none outside Kubernetes.
+  std::optional<PodIdentity> pod;
 
   bool in_group(gid_t g) const;
 };
@@ -29,8 +33,9 @@ struct Peer {
 bool is_admin(const Config& config, const Peer& peer);
 
 // The first production rule matching the peer and job name, or nullptr. A job name is chosen by
-// whoever starts the job (GPUSHARE_JOB), so a rule that names a job but neither a uid nor a gid
-// matches nobody: config_warnings() says so.
+// whoever starts the job (GPUSHARE_JOB) and a QoS class by whoever writes the pod spec, so a rule
+// that names only those (no uid, gid, pod_uid or container_id) matches nobody: config_warnings()
+// says so.
 const ProductionRule* production_rule_for(const Config& config, const Peer& peer,
                                           std::string_view job_name);
 

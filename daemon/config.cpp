@@ -131,6 +131,39 @@ void parse_socket(Checker& c, const json& s, Config& config) {
   if (s.contains("group")) config.socket_group = c.group_or_gid("socket.group", s["group"]);
 }
 
+// The pod keys of a production rule (docs/daemon.md, "Containers"). Values are compared with
+// what the cgroup path gives, so they must be in the same form: a mistyped id would otherwise
+// match nothing, silently.
+void parse_pod_keys(Checker& c, const std::string& path, const json& r, ProductionRule& rule) {
+  if (r.contains("pod_uid")) {
+    auto uid = c.string(path + ".pod_uid", r["pod_uid"]);
+    if (uid && !valid_pod_uid(*uid))
+      c.fail_expected(path + ".pod_uid",
+                      "a pod UID in lowercase (8-4-4-4-12 hex, or 32 hex for a static pod)",
+                      r["pod_uid"]);
+    else if (uid)
+      rule.pod_uid = *uid;
+  }
+  if (r.contains("container_id")) {
+    auto id = c.string(path + ".container_id", r["container_id"]);
+    if (id && !valid_container_id(*id))
+      c.fail_expected(path + ".container_id",
+                      "a container id of 64 lowercase hex digits (no runtime prefix such as "
+                      "containerd://)",
+                      r["container_id"]);
+    else if (id)
+      rule.container_id = *id;
+  }
+  if (r.contains("qos")) {
+    auto name = c.string(path + ".qos", r["qos"]);
+    auto qos = name ? parse_qos(*name) : std::nullopt;
+    if (name && !qos)
+      c.fail_expected(path + ".qos", "one of guaranteed, burstable, besteffort", r["qos"]);
+    else if (qos)
+      rule.qos = *qos;
+  }
+}
+
 void parse_production(Checker& c, const json& rules, Config& config) {
   if (!rules.is_array()) return c.fail_expected("production", "an array of rules", rules);
   for (size_t i = 0; i < rules.size(); ++i) {
@@ -140,7 +173,7 @@ void parse_production(Checker& c, const json& rules, Config& config) {
       c.fail_expected(path, "an object such as {\"user\": \"alice\", \"job\": \"serve-*\"}", r);
       continue;
     }
-    c.known_keys(path, r, {"uid", "user", "gid", "group", "job"});
+    c.known_keys(path, r, {"uid", "user", "gid", "group", "job", "pod_uid", "container_id", "qos"});
     ProductionRule rule;
     rule.text = r.dump();
     if (r.contains("uid") && r.contains("user")) c.fail(path, "give \"uid\" or \"user\", not both");
@@ -163,7 +196,11 @@ void parse_production(Checker& c, const json& rules, Config& config) {
       else if (job)
         rule.job = *job;
     }
-    if (r.empty()) c.fail(path, "a rule must name at least one of uid, user, gid, group, job");
+    parse_pod_keys(c, path, r, rule);
+    if (r.empty())
+      c.fail(path,
+             "a rule must name at least one of uid, user, gid, group, job, pod_uid, container_id, "
+             "qos");
     config.production_rules.push_back(std::move(rule));
   }
 }

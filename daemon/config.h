@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "container_identity.h"
 #include "gpushare/policies/policy.h"
 #include "memory_config.h"
 #include "metrics_config.h"
@@ -30,7 +31,17 @@ struct ProductionRule {
   std::optional<uid_t> uid;        // from "uid" or "user"
   std::optional<gid_t> gid;        // from "gid" or "group": the primary or a supplementary group
   std::optional<std::string> job;  // fnmatch(3) pattern on the job name
-  std::string text;                // the rule as written, for log lines
+  // The job's pod, from its cgroup (container_identity.h); a rule naming any of these never
+  // matches a job outside a pod.
+  std::optional<std::string> pod_uid;       // lowercase, as container_identity.h writes it
+  std::optional<std::string> container_id;  // 64 lowercase hex
+  std::optional<PodQos> qos;
+  std::string text;  // the rule as written, for log lines
+
+  // Whether the rule names who runs the job (uid, gid, pod or container). A job name and a QoS
+  // class are chosen by whoever starts the job or writes the pod spec, so a rule naming only
+  // those identifies nobody and matches nothing.
+  bool names_an_identity() const { return uid || gid || pod_uid || container_id; }
 };
 
 struct Config {

@@ -26,6 +26,13 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "overrides log_level of the configuration")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_flag("--check-config", check_only, "validate the configuration, print problems, exit");
+  // Tests only (hidden): a fake /proc whose <pid>/cgroup places test clients in pods. It is the
+  // daemon's own argument, so only whoever starts the daemon sets it, never a client; whoever
+  // starts the daemon could as well give it a config that grants everything.
+  std::string proc_root = "/proc";
+  app.add_option("--proc-root", proc_root, "")
+      ->group("")
+      ->check(CLI::ExistingDirectory);
   app.set_version_flag("--version", GPUSHARE_VERSION);
   CLI11_PARSE(app, argc, argv);
 
@@ -74,5 +81,11 @@ int main(int argc, char** argv) {
 
   Server server(std::move(*loaded.config), config_path);
   server.override_log_level(log_level);
+  if (proc_root != "/proc") {
+    spdlog::warn("--proc-root {}: pods are read from {}/<pid>/cgroup, not from the kernel's "
+                 "/proc (for tests only)",
+                 proc_root, proc_root);
+    server.set_proc_root(proc_root);
+  }
   return server.run();
 }

@@ -47,6 +47,8 @@ class Server {
 
   // --log-level: wins over log_level of the file, on reload too.
   void override_log_level(std::string level) { log_level_override_ = std::move(level); }
+  // --proc-root (tests only): where <pid>/cgroup is read to find a job's pod; default /proc.
+  void set_proc_root(std::string root) { proc_root_ = std::move(root); }
 
   // Opens the socket (or takes the one systemd passed), then serves until SIGTERM or SIGINT.
   // Returns the process exit status.
@@ -152,6 +154,7 @@ class Server {
   Clock::time_point last_expiry_check_;
   LogLimiter log_limiter_;
   std::string log_level_override_;
+  std::string proc_root_ = "/proc";
   MpsSupervisor mps_;            // docs/mps.md
   MpsClients mps_clients_;       // the processes told to be MPS clients, while they run
   std::set<uid_t> mps_refused_uids_;  // users already told (in the log) that MPS serves another

@@ -33,6 +33,13 @@ std::string devices_text(const std::vector<int>& devices) {
   return text;
 }
 
+// " pod=<uid> container=<id> qos=<class>" for a job in a pod, else "". Every value was checked
+// by the cgroup parser (hex and dashes only), so it can be logged as is.
+std::string pod_text(const std::optional<PodIdentity>& pod) {
+  if (!pod) return "";
+  return " pod=" + pod->pod_uid + " container=" + pod->container_id + " qos=" + qos_name(pod->qos);
+}
+
 // Why a registration is malformed, or "" when it is well formed.
 std::string check_register(const protocol::RegisterRequest& r) {
   if (r.requested_class > 1)
@@ -70,15 +77,22 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.granted = job.requested;
   job.devices.assign(r.devices, r.devices + r.device_count);
   job.registered = Clock::now();
+  // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message.
+  CgroupIdentity cgroup = read_pod_identity(proc_root_, c.peer.pid);
+  job.peer.pod = cgroup.pod;
+  if (!cgroup.problem.empty())
+    warn_limited("uid=" + std::to_string(c.peer.uid) + " cgroup",
+                 "register pid=" + std::to_string(c.peer.pid) + " uid=" +
+                     std::to_string(c.peer.uid) + ": no pod identity: " + cgroup.problem);
 
   std::string message = "registered";
-  if (job.requested == JobClass::production && !production_rule_for(config_, c.peer, job.name)) {
+  if (job.requested == JobClass::production && !production_rule_for(config_, job.peer, job.name)) {
     job.granted = JobClass::opportunistic;
     message = "production refused: no production rule in " + config_path_ + " matches uid " +
               std::to_string(c.peer.uid) + ", gid " + std::to_string(c.peer.gid) + ", job '" +
               job.name + "'; registered as opportunistic";
-    spdlog::warn("refuse production pid={} uid={} gid={} job={}: no production rule matches",
-                 c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name));
+    spdlog::warn("refuse production pid={} uid={} gid={} job={}{}: no production rule matches",
+                 c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), pod_text(job.peer.pod));
     counters_.refused(Refusal::production);
   }
 
@@ -106,9 +120,10 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
 
   set_role(c, Connection::Role::shim);
   c.job_id = job.id;
-  spdlog::info("register pid={} uid={} gid={} job={} class={} requested={} devices={} id={}{}",
-               c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), class_name(job.granted),
-               class_name(job.requested), devices_text(job.devices), job.id,
+  spdlog::info("register pid={} uid={} gid={} job={}{} class={} requested={} devices={} id={}{}",
+               c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), pod_text(job.peer.pod),
+               class_name(job.granted), class_name(job.requested), devices_text(job.devices),
+               job.id,
                r.client_pid != static_cast<uint32_t>(c.peer.pid)
                    ? " client_pid=" + std::to_string(r.client_pid)
                    : std::string());

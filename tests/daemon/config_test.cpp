@@ -56,7 +56,8 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
   EXPECT_EQ(errors_of(R"({"production": [{"uid": 1}, {"uid": -3}]})"),
             "production[1].uid: expected an integer in [0, 4294967294], got -3");
   EXPECT_EQ(errors_of(R"({"production": [{}]})"),
-            "production[0]: a rule must name at least one of uid, user, gid, group, job");
+            "production[0]: a rule must name at least one of uid, user, gid, group, job, pod_uid, "
+            "container_id, qos");
   EXPECT_EQ(errors_of(R"({"production": [{"user": "no-such-user-gpushare"}]})"),
             R"(production[0].user: no user named "no-such-user-gpushare")");
   EXPECT_EQ(errors_of(R"({"admin_group": "no-such-group-gpushare"})"),

@@ -79,6 +79,7 @@ class Daemon {
   std::string socket;
   std::string config_path;
   std::string log_path;
+  std::vector<std::string> extra_args;  // after --config, e.g. {"--proc-root", dir}
 
  private:
   ChildProcess process_;

@@ -95,8 +95,8 @@ TEST(ProductionRules, ANameAloneMatchesNobodyAndIsWarnedOf) {
   ConfigResult r = parse_config(
       R"({"production": [{"job": "serve-*"}, {"uid": 1000, "job": "train-*"}, {"gid": 5}]})");
   ASSERT_TRUE(r.config) << r.error_text();
-  Peer anyone{1, 2000, 2000, {}};
-  Peer owner{1, 1000, 1000, {}};
+  Peer anyone{1, 2000, 2000, {}, {}};
+  Peer owner{1, 1000, 1000, {}, {}};
   EXPECT_EQ(production_rule_for(*r.config, anyone, "serve-a"), nullptr);
   EXPECT_NE(production_rule_for(*r.config, owner, "train-a"), nullptr);
   EXPECT_EQ(production_rule_for(*r.config, anyone, "train-a"), nullptr);

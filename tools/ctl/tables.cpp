@@ -137,8 +137,20 @@ std::string omitted_text(const json& reply) {
 }
 }  // namespace
 
+namespace {
+// A key of a job that is a string or null (a job outside a pod): "-" for null.
+std::string text_or_dash(const json& job, const char* key) {
+  return job.contains(key) && job[key].is_string() ? job[key].get<std::string>() : "-";
+}
+}  // namespace
+
 std::string render_jobs(const json& reply) {
   std::vector<Row> rows = {{"PID", "JOB", "CLASS", "DEVICE", "KERNELS/S", "MEMORY", "UID"}};
+  // Pod columns only where some job runs in a pod (docs/daemon.md, "Containers"); the container
+  // id shortened to 12 digits, as crictl and docker show it.
+  bool pods = false;
+  for (const auto& j : reply.at("jobs")) pods = pods || text_or_dash(j, "pod_uid") != "-";
+  if (pods) rows[0].insert(rows[0].end(), {"POD", "CONTAINER", "QOS"});
   for (const auto& j : reply.at("jobs")) {
     std::string job_class = j.value("class", std::string());
     if (j.value("requested_class", job_class) != job_class)
@@ -147,6 +159,10 @@ std::string render_jobs(const json& reply) {
         {std::to_string(j.value("pid", 0)), j.value("job", std::string()), job_class,
          devices_text(j.value("devices", json::array())), number(j.value("kernels_per_s", 0.0), 1),
          human_bytes(j.value("memory_bytes", uint64_t{0})), std::to_string(j.value("uid", 0))});
+    if (pods)
+      rows.back().insert(rows.back().end(), {text_or_dash(j, "pod_uid"),
+                                             text_or_dash(j, "container_id").substr(0, 12),
+                                             text_or_dash(j, "qos")});
   }
   if (rows.size() == 1) return "no jobs registered\n";
   return table(rows) + omitted_text(reply);
