@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
 #include "shim_preload.h"
 
 namespace gpushare::testing {

@@ -9,8 +9,8 @@
 
 #include "harness.h"
 #include "shared_control_block.h"
-#include "socket_io.h"
 #include "shim_preload.h"
+#include "socket_io.h"
 
 namespace gpushare::testing {
 namespace {

@@ -65,9 +65,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MessageType::ctl_reply: {
       auto json = nlohmann::json::parse(payload, payload + h.length, nullptr,
                                         /*allow_exceptions=*/false);
-      sink = json.is_discarded() ? 0 : json.dump(-1, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace)
-                                           .size();
+      sink = json.is_discarded()
+                 ? 0
+                 : json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
       break;
     }
     case MessageType::register_reply: {

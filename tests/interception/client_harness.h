@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "subprocess.h"
 #include "shim_preload.h"
+#include "subprocess.h"
 
 namespace gpushare::testing {
 
