@@ -278,7 +278,10 @@ ConfigResult parse_config(std::string_view text) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e400") is out_of_range (406),
+    // which used to escape and kill the daemon at start and on a SIGHUP reload (found by
+    // tests/fuzz/config_fuzz.cpp).
     result.errors.push_back(std::string("(document): not valid JSON: ") + e.what());
     return result;
   }

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages gpushare builds and tests with. Safe to run again: it only asks
 # apt when something is missing. The CUDA toolkit (headers at /usr/local/cuda) is a prerequisite.
 set -euo pipefail
-packages=(cmake g++ make pkg-config binutils python3 systemd
+packages=(cmake g++ clang libclang-rt-14-dev make pkg-config binutils python3 systemd
           libspdlog-dev nlohmann-json3-dev libunwind-dev libcli11-dev libsystemd-dev
           libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev prometheus)
 missing=()

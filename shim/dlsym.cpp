@@ -14,15 +14,21 @@
 #include "accounting.h"
 #include "hooks.h"
 
+// Under ASan the sanitizer's own start-up resolves its interceptors through dlsym before it has
+// mapped its shadow memory, so an instrumented dlsym override faults on its first read of `name`
+// (found with scripts/test-sanitizers.sh). The two functions on that path stay uninstrumented.
+#define GPUSHARE_NO_ASAN __attribute__((no_sanitize_address))
+
 namespace gpushare::shim {
 
-DlsymFn real_dlsym() {
-  static std::atomic<DlsymFn> real{nullptr};
-  DlsymFn fn = real.load(std::memory_order_acquire);
+// Atomic builtins, not std::atomic: its inlined members keep their own instrumentation.
+GPUSHARE_NO_ASAN DlsymFn real_dlsym() {
+  static DlsymFn real = nullptr;
+  DlsymFn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
   if (fn) [[likely]] return fn;
   fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
   if (!fn) fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-  real.store(fn, std::memory_order_release);
+  __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
   return fn;
 }
 
@@ -60,8 +66,8 @@ using gpushare::shim::kHookCount;
 // Exported as dlsym@@GLIBC_2.34 and dlsym@GLIBC_2.2.5 (see exports.map). The pass-through is a
 // tail call, so glibc's dlsym sees the caller's return address and RTLD_NEXT keeps meaning "after
 // the caller" (tests/interception checks it).
-extern "C" __attribute__((visibility("default"))) void* gpushare_dlsym(void* handle,
-                                                                      const char* name) {
+extern "C" __attribute__((visibility("default"))) GPUSHARE_NO_ASAN void* gpushare_dlsym(
+    void* handle, const char* name) {
   if (name && ((name[0] == 'c' && name[1] == 'u') || (name[0] == 'n' && name[1] == 'v'))) {
     size_t hook = find_hook(name);
     if (hook < kHookCount) return gpushare::shim::hooked_dlsym(handle, name, hook);

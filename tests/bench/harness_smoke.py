@@ -1,30 +1,63 @@
-"""Runs the harness's S1 on the no-GPU "sleep" workload and checks the table it writes."""
+"""Runs the harness's S1 on the no-GPU "sleep" workload and checks the table it writes, and that
+it leaves no gpushared behind, whether it passes or fails."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 
+
+def processes_naming(text):
+    """Pids of this user's processes whose command line contains `text` (our temp folder, which
+    names the daemon's config): the daemons this run started, never another run's."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and "gpushared" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
 run_py, gpushared, shim = sys.argv[1:4]
+problems = []
 with tempfile.TemporaryDirectory() as out:
     cmd = [sys.executable, run_py, "--scenario", "S1", "--out", out, "--window", "1", "--reps", "2",
            "--prod", "sleep_train_b1", "--opp", "sleep_train_b1", "--shim", shim,
            "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    except subprocess.TimeoutExpired as e:
+        r = subprocess.CompletedProcess(cmd, -1, e.stdout or "", e.stderr or "")
+    # Whatever happened above, nothing of this run may still be running: report and kill it.
+    left = processes_naming(out)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if left:
+        problems.append(f"left {len(left)} gpushared running after run.py exited: pids {left}")
     if r.returncode != 0:
-        sys.exit(f"run.py failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    result = json.load(open(os.path.join(out, "S1.json")))
-    rows = {row["config"]: row for row in result["rows"]}
-    problems = []
-    for config in ("time-slicing", "sequential", "gpushare:tgs"):
-        if rows.get(config, {}).get("status") != "ok":
-            problems.append(f"{config}: {rows.get(config)}")
-    for config in ("mps", "mps-thr10", "mps-prio"):  # no MPS on this machine: the row says why
-        if rows.get(config, {}).get("status") == "ok" or not rows.get(config, {}).get("reason"):
-            problems.append(f"{config} should say why it did not run: {rows.get(config)}")
-    table = open(os.path.join(out, "S1.md")).read()
-    if "| time-slicing |" not in table:
-        problems.append("S1.md lacks the time-slicing row")
-    if problems:
-        sys.exit("\n".join(problems))
-print(f"harness smoke: {len(rows)} rows; 1 passed, 0 failed")
+        problems.append(f"run.py failed ({r.returncode}):\n{str(r.stdout)[-2000:]}\n{str(r.stderr)[-2000:]}")
+    else:
+        result = json.load(open(os.path.join(out, "S1.json")))
+        rows = {row["config"]: row for row in result["rows"]}
+        for config in ("time-slicing", "sequential", "gpushare:tgs"):
+            if rows.get(config, {}).get("status") != "ok":
+                problems.append(f"{config}: {rows.get(config)}")
+        for config in ("mps", "mps-thr10", "mps-prio"):  # no MPS here: the row says why
+            if rows.get(config, {}).get("status") == "ok" or not rows.get(config, {}).get("reason"):
+                problems.append(f"{config} should say why it did not run: {rows.get(config)}")
+        table = open(os.path.join(out, "S1.md")).read()
+        if "| time-slicing |" not in table:
+            problems.append("S1.md lacks the time-slicing row")
+if problems:
+    sys.exit("\n".join(problems))
+print(f"harness smoke: {len(rows)} rows, no gpushared left behind; 1 passed, 0 failed")

@@ -71,6 +71,19 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
             R"(log_level: expected one of trace, debug, info, warn, error, got "loud")");
 }
 
+// Found by tests/fuzz/config_fuzz.cpp: nlohmann reports a number beyond a double's range as
+// out_of_range, not parse_error, and it escaped parse_config (the daemon died on a SIGHUP reload).
+TEST(Config, ANumberTooLargeForADoubleIsAnErrorNotAnException) {
+  for (const char* text : {R"({"tick_ms": 1e400})", "8883333333333333333333e33333",
+                           R"({"policy": {"parameters": {"tgs": {"target": -1e99999}}}})"}) {
+    ConfigResult r;
+    ASSERT_NO_THROW(r = parse_config(text)) << text;
+    EXPECT_FALSE(r.config) << text;
+    ASSERT_EQ(r.errors.size(), 1u) << text;
+    EXPECT_NE(r.errors[0].find("not valid JSON"), std::string::npos) << r.errors[0];
+  }
+}
+
 TEST(Config, EveryPolicyOfTheRegistryIsAvailable) {
   for (const char* name : {"harvest", "tgs", "priority", "fair", "none"})
     EXPECT_EQ(errors_of((std::string(R"({"policy": {"default": ")") + name + R"("}})").c_str()), "")

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "shim_preload.h"
+
 namespace gpushare::testing {
 
 const char* Artefacts::daemon() {
@@ -269,7 +271,7 @@ ChildProcess start_probe(const TempDir& dir, const std::string& socket,
   std::string tag = options.as_uid ? "-" + std::to_string(*options.as_uid) : "";
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_PRELOAD", shim_preload(Artefacts::shim())},
       {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
       {"GPUSHARE_SOCKET", socket},
       {"GPUSHARE_JOB", options.job},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness.h"
+#include "shim_preload.h"
 
 namespace gpushare::testing {
 namespace {
@@ -93,7 +94,7 @@ json run_client(const TempDir& dir, const std::string& socket, const std::string
   std::string tag = as_uid ? "-" + std::to_string(*as_uid) : "";
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_PRELOAD", shim_preload(Artefacts::shim())},
       {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
       {"GPUSHARE_SOCKET", socket},
       {"GPUSHARE_JOB", job},
@@ -258,7 +259,7 @@ TEST(Mps, AnotherUserGetsNoMpsWhileTheServerServesTheFirst) {
   ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
   // A root job that stays: the MPS server now serves uid 0.
   std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
-                                            {"LD_PRELOAD", Artefacts::shim()},
+                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
                                             {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
                                             {"GPUSHARE_SOCKET", daemon.socket},
                                             {"GPUSHARE_JOB", "long"},

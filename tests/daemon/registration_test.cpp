@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "shim_preload.h"
 
 namespace gpushare::testing {
 namespace {
@@ -56,7 +57,7 @@ TEST(Registration, KernelsPerSecondAgreesWithWhatTheJobsMeasured) {
   ASSERT_TRUE(daemon.start());
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_PRELOAD", shim_preload(Artefacts::shim())},
       {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
       {"GPUSHARE_SOCKET", daemon.socket},
       {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"},
@@ -143,7 +144,7 @@ TEST(Registration, SixtyFourClientsRegisterAtOnce) {
   std::vector<ChildProcess> probes;
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_PRELOAD", shim_preload(Artefacts::shim())},
       {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
       {"GPUSHARE_SOCKET", daemon.socket},
       {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"},

@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "shared_control_block.h"
+#include "shim_preload.h"
 #include "socket_io.h"
 
 namespace gpushare::testing {
@@ -46,7 +47,7 @@ TEST(ShimLink, RequireDaemonMakesCuInitFailWithoutOne) {
   TempDir dir;
   ChildProcess probe = ChildProcess::start({Artefacts::probe()},
                                            {{"PATH", "/usr/bin:/bin"},
-                                            {"LD_PRELOAD", Artefacts::shim()},
+                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
                                             {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
                                             {"GPUSHARE_SOCKET", dir / "absent.sock"},
                                             {"GPUSHARE_REQUIRE_DAEMON", "1"},
@@ -74,7 +75,7 @@ TEST(ShimLink, ADeadDaemonNeverLeavesTheShimPaused) {
   ASSERT_GE(listener, 0) << error;
   ChildProcess probe = ChildProcess::start({Artefacts::probe()},
                                            {{"PATH", "/usr/bin:/bin"},
-                                            {"LD_PRELOAD", Artefacts::shim()},
+                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
                                             {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
                                             {"GPUSHARE_SOCKET", socket},
                                             {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "shim_preload.h"
 
 using namespace gpushare::testing;
 
@@ -32,7 +33,7 @@ ChildProcess start_workload(const TempDir& dir, const std::string& device_file,
                                    "--settle-seconds", std::to_string(w.settle_s),
                                    "--seconds", std::to_string(w.seconds)};
   std::map<std::string, std::string> env = {
-      {"LD_PRELOAD", SHIM_PATH},
+      {"LD_PRELOAD", gpushare::testing::shim_preload(SHIM_PATH)},
       {"LD_LIBRARY_PATH", FAKE_DRIVER_DIR},
       {"GPUSHARE_FAKE_DEVICE_FILE", device_file},
       {"GPUSHARE_SOCKET", socket.empty() ? dir / "no-daemon.sock" : socket},

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "client_harness.h"
+#include "shim_preload.h"
 
 namespace gpushare::testing {
 namespace {
@@ -13,7 +14,7 @@ class BadInput : public ClientTest {
   void expect_unchanged(const std::string& client, const std::vector<std::string>& args,
                         const Env& extra) {
     Env plain = extra, shimmed = extra;
-    shimmed["LD_PRELOAD"] = kShim;
+    shimmed["LD_PRELOAD"] = shim_preload(kShim);
     std::vector<std::string> argv{client_path(client)};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessResult without = run_process(argv, plain);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shim_preload.h"
 #include "subprocess.h"
 
 namespace gpushare::testing {
@@ -34,7 +35,7 @@ class ClientTest : public ::testing::Test {
           {"GPUSHARE_FAKE_DEVICE_FILE", device_file()},
           {"GPUSHARE_SOCKET", dir_.file("no-daemon.sock")},
           {"GPUSHARE_REPORT", report_path()}};
-    if (shim) e["LD_PRELOAD"] = kShim;
+    if (shim) e["LD_PRELOAD"] = shim_preload(kShim);
     for (const auto& [k, v] : extra) e[k] = v;
     return e;
   }

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 
@@ -29,7 +30,10 @@ def start_daemon(daemon_cmd, config, config_path, log_path, timeout_s=10):
     cmd = daemon_cmd.format(socket=shlex.quote(sock), policy=shlex.quote(config["policy"]["default"]),
                             config=shlex.quote(config_path))
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, shell=True, stdout=log, stderr=subprocess.STDOUT)
+        # Its own process group: the template runs under `sh -c`, so terminating the Popen alone
+        # would kill the shell and leave gpushared running; stop_daemon signals the whole group.
+        proc = subprocess.Popen(cmd, shell=True, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     deadline = time.time() + timeout_s
     while not os.path.exists(sock) and time.time() < deadline:
         if proc.poll() is not None:
@@ -40,14 +44,25 @@ def start_daemon(daemon_cmd, config, config_path, log_path, timeout_s=10):
     return proc, None
 
 
+def _signal_group(proc, signo):
+    try:
+        os.killpg(proc.pid, signo)
+    except ProcessLookupError:
+        pass
+
+
 def stop_daemon(proc):
-    if proc is None or proc.poll() is not None:
+    """Stops the daemon's whole process group (the shell and gpushared), even when the shell has
+    already exited: the group outlives its leader."""
+    if proc is None:
         return
-    proc.terminate()
+    _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        pass
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
 
 
 # "POLICY@mps", "POLICY@mps-thrN" or "POLICY@mps-prio": both jobs are also clients of the harness's
