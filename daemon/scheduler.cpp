@@ -151,15 +151,19 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     }
     status_[device] = status_of(*slot->policy, observation, gates);
     IdleGatedDevice idle;
+    bool measured = false;  // the policy reads production's busy time here
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);
       if (job == by_id.end()) continue;
+      measured = measured || gate.measure_production;
       if (job->second->granted == protocol::JobClass::production)
         idle.production.push_back(gate.job_id);
       else if (gate.production_idle_only)
         idle.gated.push_back(gate.job_id);
     }
-    const bool idle_gated = !idle.gated.empty();
+    // The relay samples this device's production jobs (fine marks, frequent polls) while some job
+    // is idle-gated or the policy measures production's busy time.
+    const bool relayed = !idle.gated.empty() || measured;
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);
       if (job == by_id.end()) continue;
@@ -171,12 +175,12 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       uint32_t stride =
           production ? completion_stride_for(window_launches[gate.job_id], seen.completion_stride)
                      : 0;
-      if (production && idle_gated) stride = std::min(stride, kIdleGatingStride);
+      if (production && relayed) stride = std::min(stride, kIdleGatingStride);
       if (stride != seen.completion_stride) {
         job->second->block.set_completion_stride(stride);
         seen.completion_stride = stride;
       }
-      const uint32_t poll_us = production && idle_gated ? kIdleGatingPollUs : 0;
+      const uint32_t poll_us = production && relayed ? kIdleGatingPollUs : 0;
       if (poll_us != seen.completion_poll_us) {
         job->second->block.set_completion_poll_us(poll_us);
         seen.completion_poll_us = poll_us;
@@ -186,7 +190,6 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
         job->second->block.set_paused_while_production_busy(false);
         seen.held_for_production = false;
       }
-      seen.idle_gated = job_idle_gated;
       if (bound != seen.max_in_flight) {
         job->second->block.set_max_in_flight(bound);
         seen.max_in_flight = bound;
@@ -196,7 +199,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       seen.allowance = v.allowance;
       seen.paused = v.paused;
     }
-    if (idle_gated) idle_gated_[device] = std::move(idle);
+    if (relayed) idle_gated_[device] = std::move(idle);
   }
   if (idle_gating())
     relay(registry, now);

@@ -54,7 +54,8 @@ class Scheduler {
   // The device a job is scheduled on: the first it registered or holds memory on, else 0.
   static int device_of(const Job& job);
 
-  // Whether some opportunistic job's gate is production_idle_only (the idle relay must run).
+  // Whether some opportunistic job's gate is production_idle_only or some policy measures
+  // production's busy time (Gate::measure_production): the idle relay must run.
   bool idle_gating() const { return !idle_gated_.empty(); }
   // The idle relay, every kIdleRelayPeriod while idle_gating(): samples the production jobs of
   // each idle-gated device and holds that device's idle-gated jobs while any of them is busy.
@@ -82,7 +83,6 @@ class Scheduler {
     uint32_t max_in_flight = 0;
     uint32_t completion_stride = 0;
     uint32_t completion_poll_us = 0;
-    bool idle_gated = false;           // its gate is production_idle_only
     bool held_for_production = false;  // kPausedWhileProductionBusy set by the relay
     uint64_t in_flight_ns = 0;         // production: time the relay saw it busy since the tick
     bool relayed = false;              // production: the relay sampled it since the tick

@@ -23,9 +23,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "catalog.h"
 #include "class_sharing.h"
+#include "concurrency_budget.h"
 #include "share.h"
 #include "tgs_estimator.h"
 
@@ -69,6 +71,15 @@ const ParameterSpec kParameters[] = {
      "gating for; the opportunistic jobs run beside it under the rate law"},
     {"gating_retry_ms", 5000, 200, 600'000,
      "with kernel_gating: how long the rate law runs before production's gaps are measured again"},
+    {"concurrency", 0, 0, 1,
+     "1: no rate law; production's busy control periods alternate between gated ones (as "
+     "kernel_gating) and ones with the opportunistic jobs beside it, and they run beside it for "
+     "the share of periods that the measured cost to production's speed allows (the concurrency "
+     "budget)",
+     true, Needs::kernel_idle_gating},
+    {"concurrency_max", 0.9, 0.5, 0.98,
+     "with concurrency: the largest share of production's busy periods run beside it (the others "
+     "keep its gated reference speed current)"},
 };
 
 // Periods in a row at or above target with the limit unused before the limit is lifted.
@@ -88,6 +99,13 @@ constexpr size_t kYoungSamples = 3;
 constexpr uint64_t kYoungProbeIntervalNs = 1'000'000'000;
 // Growth allowed to an opportunistic job that left part of its share unused (the `fair` default).
 constexpr double kSharingHeadroom = 0.05;
+// With concurrency: the smallest share of production's busy periods run beside it, however costly
+// (one period in 20, 4 s at the defaults): what keeps the cost measured, and it spends at most
+// 0.05 x the cost, e.g. 2 % of production's speed where running beside it costs 40 %.
+constexpr double kMinBesideShare = 0.05;
+// Periods of each kind whose mean speeds the cost compares: 8 gated ones span 16 s at a share
+// of 0.9 and 200 ms periods; 8 beside ones 2 s.
+constexpr size_t kCostSamples = 8;
 
 struct OpportunisticJob {
   double carry = 0;
@@ -112,13 +130,25 @@ class HarvestPolicy final : public Policy {
         kernel_gating_(p.at("kernel_gating") != 0),
         gating_busy_limit_(p.at("gating_busy_limit")),
         gating_retry_ns_(static_cast<uint64_t>(p.at("gating_retry_ms") * 1e6)),
+        concurrency_(p.at("concurrency") != 0),
         estimator_{.tolerance = p.at("tolerance"),
                    .smoothing = p.at("smoothing"),
                    .noise_margin = noise_margin_,
-                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))} {}
+                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))} ,
+        budget_({.target = p.at("target"),
+                 .noise_margin = p.at("noise_margin"),
+                 .min_share = kMinBesideShare,
+                 .max_share = p.at("concurrency_max"),
+                 .samples = kCostSamples}) {}
 
   std::string_view name() const override { return "harvest"; }
-  std::optional<double> production_progress() const override { return progress_; }
+  std::optional<double> production_progress() const override {
+    if (!concurrency_) return progress_;
+    // What the schedule costs the slowest production job: its beside share times its cost.
+    const std::optional<ConcurrencyCost> cost = budget_.deciding_cost();
+    if (!cost) return std::nullopt;
+    return 1 - budget_.share() * std::max(0.0, cost->harm);
+  }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {
     window_s_ = window_seconds(device);
@@ -137,8 +167,8 @@ class HarvestPolicy final : public Policy {
     } else {
       measure_window(device);
     }
-    if (kernel_gating_) follow_gaps(device);
-    if (production_joined && !opportunistic_.empty() && !gating()) start_probe();
+    if (kernel_gating_ && !concurrency_) follow_gaps(device);
+    if (production_joined && !opportunistic_.empty() && !gating() && !concurrency_) start_probe();
     return gates(device);
   }
 
@@ -163,7 +193,9 @@ class HarvestPolicy final : public Policy {
   // SMs that MPS client priority hands out). Production's busy fraction comes from the daemon's
   // idle relay (in_flight_ns), which samples only while gating: the law runs for gating_retry_ms,
   // then one gated period measures the gaps again.
-  bool gating() const { return kernel_gating_ && gating_; }
+  bool gating() const {
+    return concurrency_ ? mode_ == ConcurrencyBudget::Mode::gated : kernel_gating_ && gating_;
+  }
 
   void follow_gaps(const DeviceObservation& device) {
     if (!gating_) {
@@ -204,6 +236,7 @@ class HarvestPolicy final : public Policy {
     if (!production_idle_) reset_period();
     production_idle_ = true;
     probe_ = Probe::off;
+    settling_ = false;
     // What the class takes unthrottled: the scale of the additive increase and the floor.
     double launches = 0;
     for (const JobObservation& job : device.jobs)
@@ -213,6 +246,10 @@ class HarvestPolicy final : public Policy {
   }
 
   void measure_window(const DeviceObservation& device) {
+    if (concurrency_) {
+      measure_concurrency_window(device);
+      return;
+    }
     if (probe_ == Probe::settling) {
       // Opportunistic kernels queued before the pause ran in this window: measure from the next.
       probe_ = Probe::measuring;
@@ -231,6 +268,37 @@ class HarvestPolicy final : public Policy {
     period_opportunistic_launches_ += opportunistic_launches;
     period_ns_ += device.window_ns;
     if (period_ns_ >= control_period_ns_) end_period();
+  }
+
+  // The concurrency budget (concurrency_budget.h): each busy control period is gated or beside,
+  // chosen by the budget; the first window after a change is not measured (opportunistic kernels
+  // queued before it, or their ramp-up, belong to neither kind). Each production job's work and
+  // busy time (from the idle relay; the period's length where it has not sampled) is one sample.
+  void measure_concurrency_window(const DeviceObservation& device) {
+    if (settling_) {
+      settling_ = false;
+      reset_period();
+      return;
+    }
+    for (const JobObservation& job : device.jobs) {
+      if (job.job_class != JobClass::production) continue;
+      ProductionJob& state = production_[job.job_id];
+      state.period_progress += state.window_progress;
+      period_busy_ns_[job.job_id] +=
+          static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
+    }
+    period_ns_ += device.window_ns;
+    if (period_ns_ < control_period_ns_) return;
+    std::set<uint64_t> alive;
+    for (auto& [id, job] : production_) {
+      alive.insert(id);
+      budget_.record(id, mode_, static_cast<double>(job.period_progress), period_busy_ns_[id]);
+    }
+    budget_.retain(alive);
+    const ConcurrencyBudget::Mode next = budget_.next_period();
+    settling_ = next != mode_;
+    mode_ = next;
+    reset_period();
   }
 
   void end_period() {
@@ -326,6 +394,7 @@ class HarvestPolicy final : public Policy {
 
   void reset_period() {
     period_ns_ = 0;
+    period_busy_ns_.clear();
     period_blocked_ = false;
     period_opportunistic_launches_ = 0;
     for (auto& [id, job] : production_) job.period_progress = 0;
@@ -349,9 +418,13 @@ class HarvestPolicy final : public Policy {
         // most in_flight opportunistic kernels. It costs the opportunistic job throughput (0.78
         // of its solo rate while production idled, mobilenet_v2 on the H100, bound 4), so it holds
         // only while gating and production is active; the law runs without one.
-        gate.max_in_flight =
-            !kernel_gating_ ? in_flight_ : (gating() && !production_idle_ ? in_flight_ : 0);
+        gate.max_in_flight = !kernel_gating_ && !concurrency_
+                                 ? in_flight_
+                                 : (gating() && !production_idle_ ? in_flight_ : 0);
         gate.production_idle_only = gating();
+        // The budget compares production's busy time in both kinds of period: the relay must
+        // sample it in beside periods too.
+        gate.measure_production = concurrency_;
         if (probe_ != Probe::off && !production_idle_)
           gate.paused = true;
         else if (limited)
@@ -373,6 +446,7 @@ class HarvestPolicy final : public Policy {
   const bool kernel_gating_;
   const double gating_busy_limit_;
   const uint64_t gating_retry_ns_;
+  const bool concurrency_;
   const EstimatorSettings estimator_;
   std::optional<double> progress_;  // slowest production estimate / solo rate, last period
 
@@ -389,8 +463,15 @@ class HarvestPolicy final : public Policy {
   uint64_t busy_since_probe_ns_ = 0;
   double window_s_ = 0;
 
+  // With concurrency: the budget, the kind of the period in progress, whether its first window
+  // (after a change of kind) is still to be skipped.
+  ConcurrencyBudget budget_;
+  ConcurrencyBudget::Mode mode_ = ConcurrencyBudget::Mode::gated;
+  bool settling_ = false;
+
   // The period in progress.
   uint64_t period_ns_ = 0;
+  std::map<uint64_t, double> period_busy_ns_;  // with concurrency: each production job's busy time
   bool period_blocked_ = false;
   uint64_t period_opportunistic_launches_ = 0;
 

@@ -59,6 +59,9 @@ struct Gate {
   // the production jobs' published in-flight counts; the tick alone cannot see gaps shorter than
   // a window.
   bool production_idle_only = false;
+  // The policy reads the production jobs' busy time on this device (JobObservation::in_flight_ns)
+  // even while no job is idle-gated: the daemon's idle relay keeps sampling them.
+  bool measure_production = false;
 };
 
 // A job launched nothing in the window and has nothing queued on the GPU. Without an in-flight
