@@ -18,7 +18,7 @@ Moments moments(const std::deque<double>& values) {
   Moments m{.mean = sum / n};
   double squares = 0;
   for (double v : values) squares += (v - m.mean) * (v - m.mean);
-  const double variance = squares / (n - 1);
+  const double variance = n > 1 ? squares / (n - 1) : 0;
   m.relative_error = m.mean > 0 ? std::sqrt(variance / n) / m.mean : 0;
   return m;
 }
@@ -36,7 +36,7 @@ double concurrency_share(const std::optional<ConcurrencyCost>& cost,
 
 std::optional<ConcurrencyCost> concurrency_cost(const std::deque<double>& gated,
                                                 const std::deque<double>& beside) {
-  if (gated.size() < 2 || beside.size() < 2) return std::nullopt;
+  if (gated.size() < kMinCostSamples || beside.size() < kMinCostSamples) return std::nullopt;
   const Moments g = moments(gated), b = moments(beside);
   if (g.mean <= 0) return std::nullopt;
   const double ratio = b.mean / g.mean;
@@ -49,7 +49,12 @@ std::optional<ConcurrencyCost> concurrency_cost(const std::deque<double>& gated,
 void ConcurrencyBudget::record(uint64_t job, Mode mode, double work, double busy_ns) {
   if (!(work > 0) || !(busy_ns > 0)) return;
   std::deque<double>& speeds = mode == Mode::gated ? jobs_[job].gated : jobs_[job].beside;
-  speeds.push_back(work / (busy_ns / 1e9));
+  const double speed = work / (busy_ns / 1e9);
+  if (!speeds.empty()) {
+    const double mean = moments(speeds).mean;
+    if (std::abs(speed - mean) > kReplaceDeviation * mean) speeds.clear();
+  }
+  speeds.push_back(speed);
   while (speeds.size() > settings_.samples) speeds.pop_front();
 }
 

@@ -53,8 +53,16 @@ struct ConcurrencyCost {
 double concurrency_share(const std::optional<ConcurrencyCost>& cost,
                          const ConcurrencySettings& settings);
 
+// Periods of each kind a cost needs.
+inline constexpr size_t kMinCostSamples = 3;
+// A period this far from the mean of its kind (a fraction of the mean), either way, replaces the
+// periods before it: they describe a job that has changed. On the H100 a resnet50 job's first
+// periods (start-up) ran at 1-5 % of its steady speed; two of them, taken beside, read as a cost
+// of 0.97 and held the share at its floor, so that no beside period came to correct it.
+inline constexpr double kReplaceDeviation = 0.5;
+
 // The cost from recent periods of each kind: their mean speeds' ratio. None until each kind has
-// two periods with a speed.
+// kMinCostSamples periods with a speed.
 std::optional<ConcurrencyCost> concurrency_cost(const std::deque<double>& gated,
                                                 const std::deque<double>& beside);
 

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "catalog.h"
 #include "class_sharing.h"
@@ -77,7 +78,7 @@ const ParameterSpec kParameters[] = {
      "the share of periods that the measured cost to production's speed allows (the concurrency "
      "budget)",
      true, Needs::kernel_idle_gating},
-    {"concurrency_max", 0.9, 0.5, 0.98,
+    {"concurrency_max", 0.95, 0.5, 0.98,
      "with concurrency: the largest share of production's busy periods run beside it (the others "
      "keep its gated reference speed current)"},
 };
@@ -103,9 +104,11 @@ constexpr double kSharingHeadroom = 0.05;
 // (one period in 20, 4 s at the defaults): what keeps the cost measured, and it spends at most
 // 0.05 x the cost, e.g. 2 % of production's speed where running beside it costs 40 %.
 constexpr double kMinBesideShare = 0.05;
-// Periods of each kind whose mean speeds the cost compares: 8 gated ones span 16 s at a share
-// of 0.9 and 200 ms periods; 8 beside ones 2 s.
-constexpr size_t kCostSamples = 8;
+// Samples of each kind whose mean speeds the cost compares (a sample: kSampleWork kernels or the
+// rest of a period, typically one or two 50 ms windows): 16 gated ones span about four gated
+// periods, 16 s of busy production at a share of 0.95.
+constexpr size_t kCostSamples = 16;
+constexpr uint64_t kSampleWork = 16;
 
 struct OpportunisticJob {
   double carry = 0;
@@ -272,33 +275,40 @@ class HarvestPolicy final : public Policy {
 
   // The concurrency budget (concurrency_budget.h): each busy control period is gated or beside,
   // chosen by the budget; the first window after a change is not measured (opportunistic kernels
-  // queued before it, or their ramp-up, belong to neither kind). Each production job's work and
-  // busy time (from the idle relay; the period's length where it has not sampled) is one sample.
+  // queued before it, or their ramp-up, belong to neither kind). A production job's sample is its
+  // work and busy time (from the idle relay; the window's length where it has not sampled) over
+  // consecutive windows of one kind until it reaches kSampleWork kernels, or the period's end:
+  // samples of a window or two rather than of a period, so that a fresh daemon knows the cost
+  // within about a second of busy production (on the H100 the benchmark's 6 s windows were
+  // spent learning it at the initial share with one sample per period).
   void measure_concurrency_window(const DeviceObservation& device) {
-    if (settling_) {
-      settling_ = false;
-      reset_period();
-      return;
-    }
+    // The settling window counts toward the period's length, so that beside periods take the
+    // budget's share of production's time and not more (in a model with a 30 % cost, counting
+    // them apart gave beside 0.19 of the windows for a share of 0.16).
+    period_ns_ += device.window_ns;
+    const bool period_over = period_ns_ >= control_period_ns_;
+    const bool settling = std::exchange(settling_, false);
+    std::set<uint64_t> alive;
     for (const JobObservation& job : device.jobs) {
       if (job.job_class != JobClass::production) continue;
+      alive.insert(job.job_id);
+      if (settling) continue;
       ProductionJob& state = production_[job.job_id];
       state.period_progress += state.window_progress;
-      period_busy_ns_[job.job_id] +=
-          static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
-    }
-    period_ns_ += device.window_ns;
-    if (period_ns_ < control_period_ns_) return;
-    std::set<uint64_t> alive;
-    for (auto& [id, job] : production_) {
-      alive.insert(id);
-      budget_.record(id, mode_, static_cast<double>(job.period_progress), period_busy_ns_[id]);
+      double& busy = period_busy_ns_[job.job_id];
+      busy += static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
+      if (state.period_progress >= kSampleWork || period_over) {
+        budget_.record(job.job_id, mode_, static_cast<double>(state.period_progress), busy);
+        state.period_progress = 0;
+        busy = 0;
+      }
     }
     budget_.retain(alive);
+    if (!period_over) return;
     const ConcurrencyBudget::Mode next = budget_.next_period();
     settling_ = next != mode_;
     mode_ = next;
-    reset_period();
+    period_ns_ = 0;
   }
 
   void end_period() {

@@ -11,12 +11,16 @@ export PYTHONUNBUFFERED=1
 carry=$(realpath .carry)
 D="LD_LIBRARY_PATH=$carry/lib $carry/bin/gpushared --config {config}"
 G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp /tmp/bmps)
+# GPUSHARE_BENCH_TRACE=1: every part's daemons log each tick (the S1 parts always do).
+[ -n "${GPUSHARE_BENCH_TRACE:-}" ] && G+=(--gpushare-log-level trace)
 ROWS=(--skip sequential streams ticktock mps-thr30)
 # GPUSHARE_POLICIES overrides the gpushare rows (space-separated, e.g. "harvest priority:kernel_gating=1").
 read -ra policies <<<"${GPUSHARE_POLICIES:-tgs harvest harvest@mps-prio}"
 POLICIES=(--gpushare-policy "${policies[@]}")
 bench() { timeout "$1" python3 tools/bench/run.py "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
-logs() { tar czf "$out/$1-logs.tgz" -C "$out/$1" . --exclude='*.gz' 2>/dev/null; }
+# The daemons' logs of a part in one archive (their names hold ':' and '@', which the GPU
+# machine does not return).
+logs() { for d in "$out"/*/logs; do tar czf "$d-.tgz" -C "$d" . 2>/dev/null && mv "$d-.tgz" "${d%/logs}-logs.tgz"; done; }
 
 launch_rate() {
   # PyTorch add_ launches/s without the shim and with it as a registered production job (its
@@ -48,9 +52,9 @@ for part in "$@"; do
   case $part in
     launch-rate) launch_rate ;;
     s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" "${ROWS[@]}" \
-           "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}"; logs s1a ;;
+           "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" \
-           "${ROWS[@]}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}"; logs s1b ;;
+           "${ROWS[@]}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s2) bench 570 --scenario S2 --out "$out/s2" --window 4 --reps 3 --loads 0.3 0.5 --budget-s 520 \
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s2-transformer) bench 570 --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 --reps 3 \
@@ -69,4 +73,5 @@ for part in "$@"; do
           --gpushare-policy harvest harvest@mps-prio ;;
     *) echo "unknown part $part" ;;
   esac
+  logs
 done
