@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace gpushare::policies {
 namespace {
@@ -23,71 +24,132 @@ Moments moments(const std::deque<double>& values) {
   return m;
 }
 
+constexpr size_t index(RunMode mode) { return static_cast<size_t>(mode); }
+
 }  // namespace
 
-double concurrency_share(const std::optional<ConcurrencyCost>& cost,
-                         const ConcurrencySettings& settings) {
-  if (!cost) return std::clamp(settings.initial_share, settings.min_share, settings.max_share);
-  const double allowed = 1 - settings.target;  // production's loss the target leaves
-  const double harm = cost->harm + settings.noise_margin * cost->error;
-  if (harm <= allowed) return settings.max_share;
-  return std::clamp(allowed / harm, settings.min_share, settings.max_share);
+std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
+                                  const std::deque<double>& mode) {
+  if (paused.size() < kMinCostSamples || mode.size() < kMinCostSamples) return std::nullopt;
+  const Moments p = moments(paused), m = moments(mode);
+  if (p.mean <= 0) return std::nullopt;
+  const double ratio = m.mean / p.mean;
+  return ModeCost{.harm = 1 - ratio, .error = ratio * std::hypot(p.relative_error, m.relative_error)};
 }
 
-std::optional<ConcurrencyCost> concurrency_cost(const std::deque<double>& gated,
-                                                const std::deque<double>& beside) {
-  if (gated.size() < kMinCostSamples || beside.size() < kMinCostSamples) return std::nullopt;
-  const Moments g = moments(gated), b = moments(beside);
-  if (g.mean <= 0) return std::nullopt;
-  const double ratio = b.mean / g.mean;
-  return ConcurrencyCost{
-      .harm = 1 - ratio,
-      .error = ratio * std::hypot(g.relative_error, b.relative_error),
-  };
+std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
+                                          const ConcurrencySettings& settings) {
+  constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
+  std::array<double, kRunModes> shares{};
+  for (RunMode m : kCandidates) {
+    if (!measures.cost[index(m)] || !measures.gain[index(m)]) {
+      shares.fill(1.0 / kRunModes);  // still learning: every mode measured alike
+      return shares;
+    }
+  }
+  // Each candidate's cost taken high by its noise; what the target allows, less what exploring
+  // the candidates will spend if the budget, not the time, ends up limiting them.
+  std::array<double, kRunModes> cost{};
+  double budget = 1 - settings.target;
+  for (RunMode m : kCandidates) {
+    const ModeCost& c = *measures.cost[index(m)];
+    cost[index(m)] = std::max(0.0, c.harm + settings.noise_margin * c.error);
+    budget -= settings.explore_share * cost[index(m)];
+  }
+  budget = std::max(0.0, budget);
+  // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b with
+  // f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex: each
+  // mode alone as far as time or budget allows, or both with time and budget used up.
+  const double time = 1 - settings.reference_share;
+  const size_t g = index(RunMode::gated), b = index(RunMode::beside);
+  const double gain_g = std::max(0.0, *measures.gain[g]), gain_b = std::max(0.0, *measures.gain[b]);
+  auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
+  std::array<std::pair<double, double>, 4> vertices{{{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
+  if (cost[b] != cost[g]) {
+    const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
+    if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
+  }
+  std::pair<double, double> best{0, 0};
+  double best_gain = -1, best_cost = 0;
+  for (const auto& [f_g, f_b] : vertices) {
+    const double spent = cost[g] * f_g + cost[b] * f_b;
+    if (f_g + f_b > time + 1e-9 || spent > budget + 1e-9) continue;
+    const double gain = gain_g * f_g + gain_b * f_b;
+    if (gain > best_gain + 1e-12 || (std::abs(gain - best_gain) <= 1e-12 && spent < best_cost)) {
+      best = {f_g, f_b};
+      best_gain = gain;
+      best_cost = spent;
+    }
+  }
+  shares[g] = best.first;
+  shares[b] = best.second;
+  double left = time - best.first - best.second;
+  // Time left over means the budget limited the candidates: each is run at least explore_share,
+  // so a cost that falls (production's load changed) is seen.
+  if (left > 1e-9) {
+    for (RunMode m : kCandidates) {
+      const double more = std::min(left, std::max(0.0, settings.explore_share - shares[index(m)]));
+      shares[index(m)] += more;
+      left -= more;
+    }
+  }
+  shares[index(RunMode::paused)] = 1 - shares[index(RunMode::beside)] - shares[index(RunMode::gated)];
+  return shares;
 }
 
-void ConcurrencyBudget::record(uint64_t job, Mode mode, double work, double busy_ns) {
+void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
+  samples.push_back(value);
+  while (samples.size() > settings_.samples) samples.pop_front();
+}
+
+void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns) {
   if (!(work > 0) || !(busy_ns > 0)) return;
-  std::deque<double>& speeds = mode == Mode::gated ? jobs_[job].gated : jobs_[job].beside;
+  std::deque<double>& speeds = speeds_[job][index(mode)];
   const double speed = work / (busy_ns / 1e9);
   if (!speeds.empty()) {
     const double mean = moments(speeds).mean;
     if (std::abs(speed - mean) > kReplaceDeviation * mean) speeds.clear();
   }
-  speeds.push_back(speed);
-  while (speeds.size() > settings_.samples) speeds.pop_front();
+  add(speeds, speed);
+}
+
+void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
+  if (launches >= 0) add(gains_[index(mode)], launches);
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
-  std::erase_if(jobs_, [&](const auto& entry) { return !alive.count(entry.first); });
+  std::erase_if(speeds_, [&](const auto& entry) { return !alive.count(entry.first); });
 }
 
-std::optional<ConcurrencyCost> ConcurrencyBudget::deciding_cost() const {
-  std::optional<ConcurrencyCost> deciding;
-  for (const auto& [id, speeds] : jobs_) {
-    const std::optional<ConcurrencyCost> cost = concurrency_cost(speeds.gated, speeds.beside);
-    if (cost && (!deciding || concurrency_share(cost, settings_) <
-                                  concurrency_share(deciding, settings_)))
-      deciding = cost;
+ModeMeasures ConcurrencyBudget::measures() const {
+  ModeMeasures result;
+  for (RunMode m : {RunMode::gated, RunMode::beside}) {
+    // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
+    for (const auto& [id, speeds] : speeds_) {
+      const std::optional<ModeCost> cost = mode_cost(speeds[index(RunMode::paused)], speeds[index(m)]);
+      std::optional<ModeCost>& worst = result.cost[index(m)];
+      if (!cost) {
+        worst.reset();
+        break;
+      }
+      if (!worst || cost->harm + cost->error > worst->harm + worst->error) worst = cost;
+    }
+    if (gains_[index(m)].size() >= kMinCostSamples) result.gain[index(m)] = moments(gains_[index(m)]).mean;
   }
-  return deciding;
+  result.cost[index(RunMode::paused)] = ModeCost{};
+  result.gain[index(RunMode::paused)] = 0.0;
+  return result;
 }
 
-double ConcurrencyBudget::share() const {
-  if (jobs_.empty()) return concurrency_share(std::nullopt, settings_);
-  double lowest = settings_.max_share;
-  for (const auto& [id, speeds] : jobs_)
-    lowest = std::min(lowest, concurrency_share(concurrency_cost(speeds.gated, speeds.beside), settings_));
-  return lowest;
-}
-
-ConcurrencyBudget::Mode ConcurrencyBudget::next_period() {
-  credit_ += share();
-  if (credit_ >= 1) {
-    credit_ -= 1;
-    return Mode::beside;
+RunMode ConcurrencyBudget::next_period() {
+  const std::array<double, kRunModes> share = shares();
+  size_t best = 0;
+  for (size_t m = 0; m < kRunModes; ++m) {
+    credit_[m] += share[m];
+    if (credit_[m] > credit_[best]) best = m;
   }
-  return Mode::gated;
+  credit_[best] -= 1;
+  return static_cast<RunMode>(best);
 }
 
 }  // namespace gpushare::policies

@@ -1,28 +1,28 @@
-// How much of production's busy time the opportunistic jobs may run beside it, measured, not
-// guessed (docs/policies.md "Concurrency budget").
+// How the opportunistic jobs share production's busy time: measured, not guessed
+// (docs/policies.md "The concurrency budget").
 //
-// Kernel-level idle gating protects production but gives the opportunistic jobs only its gaps;
-// MPS client priority runs them beside production and, on the H100, left a gappy production job
-// at its solo speed while the opportunistic job got 0.8-0.95 of its own (S1b, S5): there, gating
-// throws most of the harvest away. Beside a saturating job MPS client priority cost production
-// 18-38 % (S1a, S5-saturating, a transformer server), and there gating is what holds it. No rate
-// law told the two apart: production's progress per 200 ms carries ~10 % noise, and the law read
-// it as harm (S1b 0.11-0.42 harvested where MPS-prio took 0.95).
+// Three ways to run an opportunistic job beside a busy production job, each with a cost to
+// production and a gain to the opportunistic job that depend on the workloads and the GPU:
+// - *paused*: nothing runs; production runs solo (the reference every cost is measured against);
+// - *gated* (kernel-level idle gating): it runs only in production's gaps;
+// - *beside*: it runs concurrently (on MPS with client priority 1, if the daemon provides it).
+// On the H100 beside cost a gappy resnet50 b8 job nothing while the opportunistic job got 0.8 of
+// its solo rate, where gating gave it 0.3-0.4; beside a saturating resnet50 b32 job, beside cost
+// production 20 % and gating 25 % (mobilenet kernels in its gaps delay its next step). No rate law
+// told these apart: production's progress per 200 ms carries ~10 % noise.
 //
-// The budget asks the question directly, as an experiment that runs all the time: production's
-// busy periods alternate between *gated* ones (opportunistic work only in production's gaps: its
-// reference speed) and *beside* ones (opportunistic work concurrent), and each production job's
-// speed on the GPU is compared between the two. Speed is work per busy second (kernels completed
-// per second that the job had work on the GPU): for a GPU-bound loop that is its throughput, for a
-// server its latency per request. The comparison is between means of recent periods of each kind,
-// so drift and per-period noise average out instead of triggering decisions.
-//
-// Running beside production for a share f of its busy time costs it f x harm, so the budget
-// chooses f = (1 - target) / harm, with harm taken at `noise_margin` standard errors above its
-// estimate (an uncertain estimate spends less), clamped to [min_share, max_share]: at least a few
-// beside periods keep the measurement alive, at least a few gated ones keep the reference current.
+// The budget runs the experiment all the time: production's busy periods rotate between the
+// three modes, each production job's speed on the GPU (kernels completed per second it had work
+// in flight: throughput for a GPU-bound loop, latency per request for a server) is averaged per
+// mode, and so is what the opportunistic jobs launched. A mode's cost is 1 - its mean speed over
+// the paused one, taken `noise_margin` standard errors high. The shares then maximise the
+// opportunistic gain with the production loss sum(share x cost) within 1 - target: the modes in
+// order of gain per cost, each given what the remaining budget allows (a fractional knapsack),
+// the reference keeping `reference_share`, and a mode that could still get time at least
+// `explore_share`, so that its cost stays measured. The rest is paused.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -32,66 +32,73 @@
 
 namespace gpushare::policies {
 
+enum class RunMode { paused, gated, beside };
+inline constexpr size_t kRunModes = 3;
+
 struct ConcurrencySettings {
-  double target = 0.95;       // fraction of its gated speed each production job must keep
-  double noise_margin = 1.0;  // standard errors added to the harm before it is spent
-  double min_share = 0.05;    // beside periods kept however costly (the measurement's)
-  double max_share = 0.9;     // beside periods at most (the rest keep the reference current)
-  double initial_share = 0.5; // before both kinds of period are measured
-  size_t samples = 8;         // recent periods of each kind per production job
+  double target = 0.95;           // fraction of its solo speed each production job must keep
+  double noise_margin = 1.0;      // standard errors added to a cost before it is spent
+  double reference_share = 0.05;  // paused at least this share (the reference stays current)
+  double explore_share = 0.05;    // a mode that could get time is run at least this share
+  size_t samples = 16;            // recent samples per mode (per production job; gains: per device)
 };
 
-// What running beside a production job costs it, as a fraction of its gated speed: 0.1 means
-// 10 % slower. `error`: the standard error of `harm`.
-struct ConcurrencyCost {
+// What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %
+// slower), with the standard error of that estimate.
+struct ModeCost {
   double harm = 0;
   double error = 0;
 };
 
-// The share of production's busy periods to run the opportunistic jobs beside it, given the
-// worst measured cost (none: not measured yet). Pure; see the header comment.
-double concurrency_share(const std::optional<ConcurrencyCost>& cost,
-                         const ConcurrencySettings& settings);
+// Each mode's cost (worst over the production jobs; none: not measured yet) and gain (the
+// opportunistic jobs' launches per sample; none: not measured yet). Index: RunMode.
+struct ModeMeasures {
+  std::array<std::optional<ModeCost>, kRunModes> cost{};
+  std::array<std::optional<double>, kRunModes> gain{};
+};
 
-// Periods of each kind a cost needs.
+// The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
+// Until a mode's cost and gain are measured it gets an equal share with the others.
+std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
+                                          const ConcurrencySettings& settings);
+
+// A mode's cost from recent speeds in it and in the paused mode: 1 - the ratio of their means.
+// None until each has kMinCostSamples samples.
 inline constexpr size_t kMinCostSamples = 3;
-// A period this far from the mean of its kind (a fraction of the mean), either way, replaces the
-// periods before it: they describe a job that has changed. On the H100 a resnet50 job's first
-// periods (start-up) ran at 1-5 % of its steady speed; two of them, taken beside, read as a cost
-// of 0.97 and held the share at its floor, so that no beside period came to correct it.
-inline constexpr double kReplaceDeviation = 0.5;
+std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
+                                  const std::deque<double>& mode);
 
-// The cost from recent periods of each kind: their mean speeds' ratio. None until each kind has
-// kMinCostSamples periods with a speed.
-std::optional<ConcurrencyCost> concurrency_cost(const std::deque<double>& gated,
-                                                const std::deque<double>& beside);
+// A sample this far from the mean of its mode (a fraction of the mean), either way, replaces the
+// samples before it: they describe a job that has changed. On the H100 a resnet50 job's first
+// periods (start-up) ran at 1-5 % of its steady speed; kept, they read as a cost of 0.97.
+inline constexpr double kReplaceDeviation = 0.5;
 
 class ConcurrencyBudget {
  public:
-  enum class Mode { gated, beside };
-
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}
 
-  // One measured period of production job `job` in `mode`: `work` (kernels completed) over
-  // `busy_ns` (time it had work on the GPU). A period with no work or no busy time says nothing.
-  void record(uint64_t job, Mode mode, double work, double busy_ns);
+  // One sample of production job `job` in `mode`: `work` (kernels completed) over `busy_ns`
+  // (time it had work on the GPU). A sample without work or busy time says nothing.
+  void record_speed(uint64_t job, RunMode mode, double work, double busy_ns);
+  // What the opportunistic jobs launched together over one sample's time in `mode`.
+  void record_gain(RunMode mode, double launches);
   // Drops the production jobs not in `alive`.
   void retain(const std::set<uint64_t>& alive);
-  // The share in force: the smallest concurrency_share over the production jobs (a job not yet
-  // measured in both kinds of period counts with the initial share).
-  double share() const;
-  // The cost behind share(), where measured.
-  std::optional<ConcurrencyCost> deciding_cost() const;
-  // The kind of the next period: beside periods make up share() of them, spread evenly.
-  Mode next_period();
+
+  ModeMeasures measures() const;
+  std::array<double, kRunModes> shares() const { return mode_shares(measures(), settings_); }
+  // The mode of the next period: each mode's periods make up its share, spread evenly (smooth
+  // weighted round robin).
+  RunMode next_period();
 
  private:
-  struct Speeds {
-    std::deque<double> gated, beside;  // work per busy second, newest last
-  };
+  using Samples = std::array<std::deque<double>, kRunModes>;
+  void add(std::deque<double>& samples, double value) const;
+
   ConcurrencySettings settings_;
-  std::map<uint64_t, Speeds> jobs_;
-  double credit_ = 0;  // beside periods owed
+  std::map<uint64_t, Samples> speeds_;  // by production job
+  Samples gains_;
+  std::array<double, kRunModes> credit_{};
 };
 
 }  // namespace gpushare::policies

@@ -73,14 +73,14 @@ const ParameterSpec kParameters[] = {
     {"gating_retry_ms", 5000, 200, 600'000,
      "with kernel_gating: how long the rate law runs before production's gaps are measured again"},
     {"concurrency", 0, 0, 1,
-     "1: no rate law; production's busy control periods alternate between gated ones (as "
-     "kernel_gating) and ones with the opportunistic jobs beside it, and they run beside it for "
-     "the share of periods that the measured cost to production's speed allows (the concurrency "
-     "budget)",
+     "1: no rate law; production's busy control periods rotate between paused (its solo "
+     "reference), gated (as kernel_gating) and beside (opportunistic jobs concurrent), and each "
+     "mode gets the share of production's time that its measured cost to production and gain to "
+     "the opportunistic jobs earn within the target (the concurrency budget)",
      true, Needs::kernel_idle_gating},
-    {"concurrency_max", 0.95, 0.5, 0.98,
-     "with concurrency: the largest share of production's busy periods run beside it (the others "
-     "keep its gated reference speed current)"},
+    {"reference_share", 0.05, 0.01, 0.5,
+     "with concurrency: the least share of production's busy periods with opportunistic work "
+     "paused, which keeps its solo speed (every cost's reference) current"},
 };
 
 // Periods in a row at or above target with the limit unused before the limit is lifted.
@@ -100,10 +100,9 @@ constexpr size_t kYoungSamples = 3;
 constexpr uint64_t kYoungProbeIntervalNs = 1'000'000'000;
 // Growth allowed to an opportunistic job that left part of its share unused (the `fair` default).
 constexpr double kSharingHeadroom = 0.05;
-// With concurrency: the smallest share of production's busy periods run beside it, however costly
-// (one period in 20, 4 s at the defaults): what keeps the cost measured, and it spends at most
-// 0.05 x the cost, e.g. 2 % of production's speed where running beside it costs 40 %.
-constexpr double kMinBesideShare = 0.05;
+// With concurrency: a mode (gated, beside) the budget limits is still run this share of
+// production's busy time, so that its cost stays measured (it spends at most 0.05 x the cost).
+constexpr double kExploreShare = 0.05;
 // Samples of each kind whose mean speeds the cost compares (a sample: kSampleWork kernels or the
 // rest of a period, typically one or two 50 ms windows): 16 gated ones span about four gated
 // periods, 16 s of busy production at a share of 0.95.
@@ -140,17 +139,22 @@ class HarvestPolicy final : public Policy {
                    .solo_samples = static_cast<size_t>(p.at("solo_samples"))} ,
         budget_({.target = p.at("target"),
                  .noise_margin = p.at("noise_margin"),
-                 .min_share = kMinBesideShare,
-                 .max_share = p.at("concurrency_max"),
+                 .reference_share = p.at("reference_share"),
+                 .explore_share = kExploreShare,
                  .samples = kCostSamples}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
     if (!concurrency_) return progress_;
-    // What the schedule costs the slowest production job: its beside share times its cost.
-    const std::optional<ConcurrencyCost> cost = budget_.deciding_cost();
-    if (!cost) return std::nullopt;
-    return 1 - budget_.share() * std::max(0.0, cost->harm);
+    // What the schedule costs the slowest production job: each mode's share times its cost.
+    const ModeMeasures measures = budget_.measures();
+    const std::array<double, kRunModes> shares = budget_.shares();
+    double loss = 0;
+    for (size_t m = 0; m < kRunModes; ++m) {
+      if (!measures.cost[m]) return std::nullopt;
+      loss += shares[m] * std::max(0.0, measures.cost[m]->harm);
+    }
+    return 1 - loss;
   }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {
@@ -197,7 +201,7 @@ class HarvestPolicy final : public Policy {
   // idle relay (in_flight_ns), which samples only while gating: the law runs for gating_retry_ms,
   // then one gated period measures the gaps again.
   bool gating() const {
-    return concurrency_ ? mode_ == ConcurrencyBudget::Mode::gated : kernel_gating_ && gating_;
+    return concurrency_ ? mode_ == RunMode::gated : kernel_gating_ && gating_;
   }
 
   void follow_gaps(const DeviceObservation& device) {
@@ -273,9 +277,9 @@ class HarvestPolicy final : public Policy {
     if (period_ns_ >= control_period_ns_) end_period();
   }
 
-  // The concurrency budget (concurrency_budget.h): each busy control period is gated or beside,
-  // chosen by the budget; the first window after a change is not measured (opportunistic kernels
-  // queued before it, or their ramp-up, belong to neither kind). A production job's sample is its
+  // The concurrency budget (concurrency_budget.h): each busy control period is paused, gated or
+  // beside, chosen by the budget; the first window after a change is not measured (opportunistic
+  // kernels queued before it, or their ramp-up, belong to neither mode). A production job's sample is its
   // work and busy time (from the idle relay; the window's length where it has not sampled) over
   // consecutive windows of one kind until it reaches kSampleWork kernels, or the period's end:
   // samples of a window or two rather than of a period, so that a fresh daemon knows the cost
@@ -289,8 +293,12 @@ class HarvestPolicy final : public Policy {
     const bool period_over = period_ns_ >= control_period_ns_;
     const bool settling = std::exchange(settling_, false);
     std::set<uint64_t> alive;
+    double opportunistic_launches = 0;
     for (const JobObservation& job : device.jobs) {
-      if (job.job_class != JobClass::production) continue;
+      if (job.job_class == JobClass::opportunistic) {
+        opportunistic_launches += static_cast<double>(job.launches);
+        continue;
+      }
       alive.insert(job.job_id);
       if (settling) continue;
       ProductionJob& state = production_[job.job_id];
@@ -298,14 +306,15 @@ class HarvestPolicy final : public Policy {
       double& busy = period_busy_ns_[job.job_id];
       busy += static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
       if (state.period_progress >= kSampleWork || period_over) {
-        budget_.record(job.job_id, mode_, static_cast<double>(state.period_progress), busy);
+        budget_.record_speed(job.job_id, mode_, static_cast<double>(state.period_progress), busy);
         state.period_progress = 0;
         busy = 0;
       }
     }
+    if (!settling && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     budget_.retain(alive);
     if (!period_over) return;
-    const ConcurrencyBudget::Mode next = budget_.next_period();
+    const RunMode next = budget_.next_period();
     settling_ = next != mode_;
     mode_ = next;
     period_ns_ = 0;
@@ -435,7 +444,8 @@ class HarvestPolicy final : public Policy {
         // The budget compares production's busy time in both kinds of period: the relay must
         // sample it in beside periods too.
         gate.measure_production = concurrency_;
-        if (probe_ != Probe::off && !production_idle_)
+        if ((probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
+            !production_idle_)
           gate.paused = true;
         else if (limited)
           gate.launches = whole_launches(shares[k], opportunistic_[job.job_id].carry);
@@ -476,7 +486,7 @@ class HarvestPolicy final : public Policy {
   // With concurrency: the budget, the kind of the period in progress, whether its first window
   // (after a change of kind) is still to be skipped.
   ConcurrencyBudget budget_;
-  ConcurrencyBudget::Mode mode_ = ConcurrencyBudget::Mode::gated;
+  RunMode mode_ = RunMode::paused;
   bool settling_ = false;
 
   // The period in progress.

@@ -1,6 +1,6 @@
 // The concurrency budget (policies/src/concurrency_budget.h) and `harvest` with concurrency=1,
-// driven by a production job whose speed on the GPU beside opportunistic work is a known fraction
-// of its gated speed, with per-window noise.
+// driven by a production job whose speed on the GPU in each mode is a known fraction of its solo
+// speed, with per-window noise.
 #include "concurrency_budget.h"
 
 #include <gtest/gtest.h>
@@ -13,196 +13,272 @@
 namespace gpushare::policies {
 namespace {
 
-using Mode = ConcurrencyBudget::Mode;
+constexpr size_t kPaused = 0, kGated = 1, kBeside = 2;
 
 ConcurrencySettings settings() {
-  return {.target = 0.95, .noise_margin = 1.0, .min_share = 0.05, .max_share = 0.9,
-          .initial_share = 0.5, .samples = 8};
+  return {.target = 0.95, .noise_margin = 1.0, .reference_share = 0.05, .explore_share = 0.05,
+          .samples = 16};
 }
 
-TEST(ConcurrencyShare, SpendsWhatTheTargetLeavesOnTheMeasuredCost) {
-  EXPECT_DOUBLE_EQ(concurrency_share(std::nullopt, settings()), 0.5);  // not measured yet
-  EXPECT_DOUBLE_EQ(concurrency_share(ConcurrencyCost{.harm = 0}, settings()), 0.9);
-  EXPECT_DOUBLE_EQ(concurrency_share(ConcurrencyCost{.harm = -0.1}, settings()), 0.9);
-  EXPECT_DOUBLE_EQ(concurrency_share(ConcurrencyCost{.harm = 0.05}, settings()), 0.9);
-  EXPECT_NEAR(concurrency_share(ConcurrencyCost{.harm = 0.25}, settings()), 0.2, 1e-12);
-  EXPECT_NEAR(concurrency_share(ConcurrencyCost{.harm = 0.5}, settings()), 0.1, 1e-12);
-  EXPECT_DOUBLE_EQ(concurrency_share(ConcurrencyCost{.harm = 5}, settings()), 0.05);  // floor
+ModeMeasures measured(ModeCost gated, double gated_gain, ModeCost beside, double beside_gain) {
+  ModeMeasures m;
+  m.cost = {ModeCost{}, gated, beside};
+  m.gain = {0.0, gated_gain, beside_gain};
+  return m;
 }
 
-TEST(ConcurrencyShare, AnUncertainCostIsSpentMoreCarefully) {
-  const double sure = concurrency_share(ConcurrencyCost{.harm = 0.1, .error = 0}, settings());
-  const double unsure = concurrency_share(ConcurrencyCost{.harm = 0.1, .error = 0.1}, settings());
-  EXPECT_NEAR(sure, 0.5, 1e-12);
-  EXPECT_NEAR(unsure, 0.25, 1e-12);
-  // A zero cost known only to within 10 % is not spent as if it were certain.
-  EXPECT_LT(concurrency_share(ConcurrencyCost{.harm = 0, .error = 0.1}, settings()), 0.9);
+double loss(const std::array<double, kRunModes>& shares, const ModeMeasures& m) {
+  return shares[kGated] * m.cost[kGated]->harm + shares[kBeside] * m.cost[kBeside]->harm;
 }
 
-TEST(ConcurrencyCost, IsTheRatioOfMeanSpeedsWithItsError) {
-  EXPECT_FALSE(concurrency_cost({100, 100}, {80, 80, 80}));  // two gated periods: no reference yet
-  EXPECT_FALSE(concurrency_cost({100, 100, 100}, {80, 80}));
-  const auto exact = concurrency_cost({100, 100, 100}, {80, 80, 80});
+TEST(ModeShares, UnmeasuredModesAreMeasuredAlike) {
+  ModeMeasures m = measured({.harm = 0}, 1, {.harm = 0}, 1);
+  m.cost[kBeside].reset();
+  const auto shares = mode_shares(m, settings());
+  EXPECT_DOUBLE_EQ(shares[kPaused], 1.0 / 3);
+  EXPECT_DOUBLE_EQ(shares[kGated], 1.0 / 3);
+  EXPECT_DOUBLE_EQ(shares[kBeside], 1.0 / 3);
+}
+
+// Beside a gappy production job that it does not slow, the opportunistic job runs beside it all
+// the time but the reference share.
+TEST(ModeShares, AFreeModeTakesAllButTheReference) {
+  const auto shares = mode_shares(measured({.harm = 0.02}, 0.3, {.harm = 0}, 0.8), settings());
+  EXPECT_NEAR(shares[kBeside], 0.95, 1e-12);
+  EXPECT_NEAR(shares[kGated], 0, 1e-12);
+  EXPECT_NEAR(shares[kPaused], 0.05, 1e-12);
+}
+
+// Beside a saturating production job every mode costs it: the opportunistic job gets the most
+// the target allows, and the rest of the time it is paused.
+TEST(ModeShares, CostlyModesShareWhatTheTargetLeaves) {
+  const ModeMeasures m = measured({.harm = 0.25}, 0.13, {.harm = 0.2}, 0.5);
+  const auto shares = mode_shares(m, settings());
+  EXPECT_LE(loss(shares, m), 0.05 + 1e-12);
+  EXPECT_NEAR(shares[kBeside], (0.05 - 0.05 * 0.45) / 0.2, 1e-12);  // best gain per cost
+  EXPECT_NEAR(shares[kGated], 0.05, 1e-12);                          // explored
+  EXPECT_GT(shares[kPaused], 0.8);
+}
+
+// A server: gating costs it little and harvests its gaps, running beside it costs more and
+// harvests more. Both, with time and budget used up, beat either alone.
+TEST(ModeShares, ModesAreMixedWhereThatHarvestsMore) {
+  const ModeMeasures m = measured({.harm = 0.02}, 0.4, {.harm = 0.3}, 0.9);
+  const auto shares = mode_shares(m, settings());
+  EXPECT_LE(loss(shares, m), 0.05 + 1e-12);
+  EXPECT_GT(shares[kGated], 0.8);
+  EXPECT_GT(shares[kBeside], 0.05);
+  EXPECT_NEAR(shares[kPaused], 0.05, 1e-9);
+  EXPECT_GT(0.4 * shares[kGated] + 0.9 * shares[kBeside], 0.4 * 0.95);
+}
+
+// An uncertain cost is spent as if it were higher.
+TEST(ModeShares, AnUncertainCostIsSpentMoreCarefully) {
+  const auto sure = mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.1}, 1), settings());
+  const auto unsure =
+      mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.1, .error = 0.1}, 1), settings());
+  EXPECT_LT(unsure[kBeside], sure[kBeside]);
+}
+
+// Whatever the costs and gains, the loss stays within what the target allows as long as
+// exploring alone does not exceed it.
+TEST(ModeShares, TheLossNeverExceedsTheTarget) {
+  for (double cg : {0.0, 0.01, 0.05, 0.1, 0.3, 0.6})
+    for (double cb : {0.0, 0.01, 0.05, 0.1, 0.3, 0.6})
+      for (double gg : {0.0, 0.1, 0.5})
+        for (double gb : {0.0, 0.2, 0.9}) {
+          const ModeMeasures m = measured({.harm = cg}, gg, {.harm = cb}, gb);
+          const auto shares = mode_shares(m, settings());
+          EXPECT_NEAR(shares[kPaused] + shares[kGated] + shares[kBeside], 1, 1e-9);
+          EXPECT_GE(shares[kPaused], 0.05 - 1e-9);
+          if (0.05 * (cg + cb) <= 0.05) {
+            EXPECT_LE(loss(shares, m), 0.05 + 1e-9) << cg << " " << cb << " " << gg << " " << gb;
+          }
+        }
+}
+
+TEST(ModeCost, IsOneLessTheRatioOfMeanSpeeds) {
+  EXPECT_FALSE(mode_cost({100, 100}, {80, 80, 80}));  // two paused samples: no reference yet
+  EXPECT_FALSE(mode_cost({100, 100, 100}, {80, 80}));
+  const auto exact = mode_cost({100, 100, 100}, {80, 80, 80});
   ASSERT_TRUE(exact);
   EXPECT_NEAR(exact->harm, 0.2, 1e-12);
   EXPECT_NEAR(exact->error, 0, 1e-12);
-  const auto noisy = concurrency_cost({90, 110, 95, 105}, {72, 88, 76, 84});
+  const auto noisy = mode_cost({90, 110, 95, 105}, {72, 88, 76, 84});
   ASSERT_TRUE(noisy);
   EXPECT_NEAR(noisy->harm, 0.2, 1e-12);
   EXPECT_GT(noisy->error, 0.02);
   EXPECT_LT(noisy->error, 0.1);
 }
 
-// A production job's start-up periods (on the H100: 1-5 % of its steady speed) must not hold the
-// share at its floor: the first steady period of each kind replaces them.
-TEST(ConcurrencyBudget, AJobThatChangedReplacesItsOlderPeriods) {
-  ConcurrencyBudget budget(settings());
-  for (int i = 0; i < 3; ++i) {
-    budget.record(1, Mode::beside, 50, 1e9);  // start-up, beside
-    budget.record(1, Mode::gated, 2000, 1e9);  // steady, gated
+void measure(ConcurrencyBudget& budget, uint64_t job, double paused, double gated,
+             double beside) {
+  for (int i = 0; i < 4; ++i) {
+    budget.record_speed(job, RunMode::paused, paused, 1e9);
+    budget.record_speed(job, RunMode::gated, gated, 1e9);
+    budget.record_speed(job, RunMode::beside, beside, 1e9);
   }
-  EXPECT_NEAR(budget.share(), 0.05, 0.005);  // a cost of 97 %, as measured
-  budget.record(1, Mode::beside, 1950, 1e9);
-  EXPECT_DOUBLE_EQ(budget.share(), 0.5);  // unknown again: measured afresh at the initial share
-  budget.record(1, Mode::beside, 1990, 1e9);
-  budget.record(1, Mode::beside, 1970, 1e9);
-  EXPECT_DOUBLE_EQ(budget.share(), 0.9);
 }
 
-TEST(ConcurrencyBudget, SpreadsBesidePeriodsEvenly) {
+TEST(ConcurrencyBudget, SpreadsEachModesPeriodsEvenly) {
   ConcurrencyBudget budget(settings());
-  // Unmeasured: every other period, starting gated.
-  EXPECT_EQ(budget.next_period(), Mode::gated);
-  EXPECT_EQ(budget.next_period(), Mode::beside);
-  EXPECT_EQ(budget.next_period(), Mode::gated);
-  EXPECT_EQ(budget.next_period(), Mode::beside);
-  // Measured at a cost of 25 %: one beside period in five.
+  measure(budget, 1, 100, 75, 80);
   for (int i = 0; i < 4; ++i) {
-    budget.record(1, Mode::gated, 100, 1e9);
-    budget.record(1, Mode::beside, 75, 1e9);
+    budget.record_gain(RunMode::gated, 13);
+    budget.record_gain(RunMode::beside, 50);
   }
-  EXPECT_NEAR(budget.share(), 0.2, 1e-9);
-  int beside = 0;
-  for (int i = 0; i < 100; ++i) beside += budget.next_period() == Mode::beside ? 1 : 0;
-  EXPECT_NEAR(beside, 20, 1);
+  const auto shares = budget.shares();
+  std::array<int, kRunModes> count{};
+  for (int i = 0; i < 800; ++i) ++count[static_cast<size_t>(budget.next_period())];
+  for (size_t m = 0; m < kRunModes; ++m) EXPECT_NEAR(count[m], 800 * shares[m], 1.5);
+  // And spread: no run of paused periods much longer than the share implies.
+  int run = 0, longest = 0;
+  for (int i = 0; i < 200; ++i) {
+    run = budget.next_period() == RunMode::paused ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  EXPECT_LE(longest, static_cast<int>(shares[kPaused] / (1 - shares[kPaused])) + 2);
 }
 
 TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten) {
   ConcurrencyBudget budget(settings());
-  for (int i = 0; i < 4; ++i) {
-    budget.record(1, Mode::gated, 100, 1e9);
-    budget.record(1, Mode::beside, 100, 1e9);
-    budget.record(2, Mode::gated, 100, 1e9);
-    budget.record(2, Mode::beside, 50, 1e9);
-  }
-  EXPECT_NEAR(budget.share(), 0.1, 1e-9);
-  ASSERT_TRUE(budget.deciding_cost());
-  EXPECT_NEAR(budget.deciding_cost()->harm, 0.5, 1e-9);
+  measure(budget, 1, 100, 100, 100);
+  measure(budget, 2, 100, 100, 60);
+  ASSERT_TRUE(budget.measures().cost[kBeside]);
+  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.4, 1e-9);
   budget.retain({1});
-  EXPECT_NEAR(budget.share(), 0.9, 1e-9);
-  // A job measured in one kind of period only holds the share at the initial one.
-  budget.record(3, Mode::gated, 100, 1e9);
-  EXPECT_NEAR(budget.share(), 0.5, 1e-9);
+  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0, 1e-9);
+  // A production job not yet measured leaves the costs unknown: every mode is measured again.
+  budget.record_speed(3, RunMode::paused, 100, 1e9);
+  EXPECT_FALSE(budget.measures().cost[kBeside]);
 }
 
-TEST(ConcurrencyBudget, APeriodWithoutWorkOrBusyTimeSaysNothing) {
+// A production job's start-up samples (on the H100: 1-5 % of its steady speed) must not stand
+// for its cost: the first steady sample of a mode replaces them.
+TEST(ConcurrencyBudget, AJobThatChangedReplacesItsOlderSamples) {
   ConcurrencyBudget budget(settings());
-  budget.record(1, Mode::gated, 0, 1e9);
-  budget.record(1, Mode::gated, 100, 0);
-  budget.record(1, Mode::gated, 100, 0);
-  for (int i = 0; i < 3; ++i) budget.record(1, Mode::beside, 100, 1e9);
-  EXPECT_FALSE(budget.deciding_cost());
+  measure(budget, 1, 2000, 2000, 50);
+  EXPECT_GT(budget.measures().cost[kBeside]->harm, 0.9);
+  budget.record_speed(1, RunMode::beside, 1950, 1e9);
+  EXPECT_FALSE(budget.measures().cost[kBeside]);  // measured afresh
+  budget.record_speed(1, RunMode::beside, 1990, 1e9);
+  budget.record_speed(1, RunMode::beside, 1970, 1e9);
+  EXPECT_LT(budget.measures().cost[kBeside]->harm, 0.05);
 }
 
-// `harvest` with concurrency=1 beside a production job whose speed (kernels per busy second)
-// beside opportunistic work is (1 - harm) of its gated speed, ±10 % per window. `closed_loop`:
-// production is busy all the time and does less work when slowed (a training loop); otherwise it
-// does fixed work per window and is busy longer when slowed (a server at 40 % load).
+TEST(ConcurrencyBudget, ASampleWithoutWorkOrBusyTimeSaysNothing) {
+  ConcurrencyBudget budget(settings());
+  for (int i = 0; i < 3; ++i) {
+    budget.record_speed(1, RunMode::paused, 0, 1e9);
+    budget.record_speed(1, RunMode::beside, 100, 0);
+    budget.record_speed(1, RunMode::gated, 100, 1e9);
+  }
+  EXPECT_FALSE(budget.measures().cost[kBeside]);
+  EXPECT_FALSE(budget.measures().cost[kGated]);
+}
+
+// `harvest` with concurrency=1 beside a production job whose speed (kernels per busy second) is
+// (1 - cost) of its solo speed in each mode, ±10 % per window, and an opportunistic job that
+// launches `gain` x 100 kernels per window in each mode. `closed_loop`: production is busy all
+// the time and does less work when slowed (a training loop); otherwise it does fixed work per
+// window and is busy longer when slowed (a server at 40 % load).
+struct Case {
+  double gated_cost, gated_gain, beside_cost, beside_gain;
+  bool closed_loop = true;
+};
 struct Outcome {
-  double production = 0;     // production's mean speed over its gated speed
-  double beside_share = 0;   // fraction of windows the opportunistic job ran beside production
+  double production = 0;     // production's mean speed over its solo speed
+  double opportunistic = 0;  // the opportunistic job's mean gain
 };
 
-Outcome run_concurrency(double harm, bool closed_loop, int seconds) {
+Outcome run_concurrency(const Case& c, int seconds = 60) {
   auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}});
   EXPECT_TRUE(made.policy) << made.error;
   constexpr uint64_t kWindowNs = 50'000'000;
-  constexpr double kSpeed = 20'000;  // kernels per busy second, gated
+  constexpr double kSpeed = 20'000;  // kernels per busy second, solo
   std::mt19937 random(7);
   std::uniform_real_distribution<double> noise(0.9, 1.1);
-  Gate opportunistic_gate{.job_id = 2, .production_idle_only = true};
-  double relative_speed = 0;  // summed over the windows measured
-  int beside = 0, windows = 0;
+  Gate opportunistic_gate{.job_id = 2, .paused = true};
+  double relative_speed = 0, gain = 0;  // summed over the windows measured
+  int windows = 0;
   for (int t = 0; t < seconds * 20; ++t) {
-    const bool running_beside = !opportunistic_gate.production_idle_only;
-    const double speed = kSpeed * (running_beside ? 1 - harm : 1) * noise(random);
-    const double busy_s = closed_loop ? 0.05 : 0.02 * kSpeed / speed;
-    const double window_work = speed * busy_s;
+    const RunMode mode = opportunistic_gate.paused                 ? RunMode::paused
+                         : opportunistic_gate.production_idle_only ? RunMode::gated
+                                                                   : RunMode::beside;
+    const double cost = mode == RunMode::paused ? 0
+                        : mode == RunMode::gated ? c.gated_cost
+                                                 : c.beside_cost;
+    const double mode_gain = mode == RunMode::paused ? 0
+                             : mode == RunMode::gated ? c.gated_gain
+                                                      : c.beside_gain;
+    const double speed = kSpeed * (1 - cost) * noise(random);
+    const double busy_s = c.closed_loop ? 0.05 : std::min(0.05, 0.02 * kSpeed / speed);
+    const double work = speed * busy_s;
     DeviceObservation d{.now_ns = t * kWindowNs, .window_ns = kWindowNs};
     d.jobs.push_back({.job_id = 1,
                       .job_class = JobClass::production,
-                      .launches = static_cast<uint64_t>(window_work),
-                      .completed = static_cast<uint64_t>(window_work),
-                      .in_flight_ns = static_cast<uint64_t>(std::min(busy_s, 0.05) * 1e9)});
-    d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = 50,
+                      .launches = static_cast<uint64_t>(work),
+                      .completed = static_cast<uint64_t>(work),
+                      .in_flight_ns = static_cast<uint64_t>(busy_s * 1e9)});
+    d.jobs.push_back({.job_id = 2,
+                      .job_class = JobClass::opportunistic,
+                      .launches = static_cast<uint64_t>(100 * mode_gain),
                       .gate_waits = 10});
     const std::vector<Gate> gates = made.policy->decide(d);
     EXPECT_EQ(gates.size(), 2u);
-    EXPECT_FALSE(gates[0].production_idle_only);  // production is never gated
+    EXPECT_FALSE(gates[0].paused || gates[0].production_idle_only);  // production never waits
     EXPECT_TRUE(gates[1].measure_production);
-    EXPECT_FALSE(gates[1].paused);  // no probes: the gated periods are the reference
     EXPECT_EQ(gates[1].launches, kUnlimited);  // no rate law
     // The in-flight bound holds only in gated periods (production meets a short queue there).
     EXPECT_EQ(gates[1].max_in_flight, gates[1].production_idle_only ? 4u : 0u);
     if (t >= 10 * 20) {  // after the first 10 s
-      relative_speed += running_beside ? 1 - harm : 1;
-      beside += running_beside ? 1 : 0;
+      relative_speed += 1 - cost;
+      gain += mode_gain;
       ++windows;
     }
     opportunistic_gate = gates[1];
   }
-  const Outcome outcome{.production = relative_speed / windows,
-                        .beside_share = static_cast<double>(beside) / windows};
-  std::printf("cost %.2f (%s): production %.3f of its gated speed, beside %.3f of the windows\n",
-              harm, closed_loop ? "closed loop" : "server", outcome.production,
-              outcome.beside_share);
+  const Outcome outcome{.production = relative_speed / windows, .opportunistic = gain / windows};
+  std::printf("costs %.2f/%.2f, gains %.2f/%.2f (%s): production %.3f, opportunistic %.3f\n",
+              c.gated_cost, c.beside_cost, c.gated_gain, c.beside_gain,
+              c.closed_loop ? "closed loop" : "server", outcome.production,
+              outcome.opportunistic);
   return outcome;
 }
 
-// Where running beside production costs it nothing, the opportunistic job runs beside it nearly
-// all the time: the budget's largest share (0.95) less the windows skipped after each change.
+// Gappy production that running beside does not slow: the opportunistic job runs beside it all
+// but the reference share and the windows skipped after each change of mode.
 TEST(HarvestConcurrency, HarmlessConcurrencyRunsBesideProductionAlmostAlways) {
-  const Outcome outcome = run_concurrency(0.0, true, 60);
-  EXPECT_GE(outcome.beside_share, 0.75);
+  const Outcome outcome = run_concurrency({0.02, 0.3, 0.0, 0.8});
+  EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
   EXPECT_GE(outcome.production, 0.97);
 }
 
-// Where it costs production 30 % of its speed, the opportunistic job runs beside it only in the
-// share that keeps production at the target: about 0.05 / 0.3 of the time.
+// Saturating production that every mode slows: the opportunistic job gets what keeps production
+// at the target.
 TEST(HarvestConcurrency, CostlyConcurrencyIsRationedToKeepProductionAtTarget) {
-  const Outcome outcome = run_concurrency(0.3, true, 60);
-  EXPECT_GE(outcome.production, 0.95 - 0.01);
-  EXPECT_GT(outcome.beside_share, 0.04);  // still measured
-  EXPECT_LE(outcome.beside_share, 0.2);
+  const Outcome outcome = run_concurrency({0.25, 0.13, 0.2, 0.5});
+  EXPECT_GE(outcome.production, 0.95 - 0.005);
+  EXPECT_GT(outcome.opportunistic, 0.5 * 0.1);
 }
 
 // A server's throughput is its load: the cost shows as busy time per request (latency), and the
 // budget reads it there.
 TEST(HarvestConcurrency, AServersCostIsReadInItsBusyTime) {
-  const Outcome outcome = run_concurrency(0.3, false, 60);
-  EXPECT_GE(outcome.production, 0.95 - 0.01);
-  EXPECT_LE(outcome.beside_share, 0.2);
-  EXPECT_GE(run_concurrency(0.0, false, 60).beside_share, 0.75);
+  const Outcome costly = run_concurrency({0.25, 0.13, 0.3, 0.9, false});
+  EXPECT_GE(costly.production, 0.95 - 0.005);
+  const Outcome mixed = run_concurrency({0.02, 0.4, 0.3, 0.9, false});
+  EXPECT_GE(mixed.production, 0.95 - 0.005);
+  EXPECT_GE(mixed.opportunistic, 0.8 * 0.4 * 0.95);  // at least most of gating's whole harvest
 }
 
 TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
   EXPECT_FALSE(make_policy("harvest", {{"concurrency", 1}}, {.kernel_idle_gating = false}).policy);
-  EXPECT_NE(make_policy("harvest", {{"concurrency_max", 1}}).error.find("out of range"),
+  EXPECT_NE(make_policy("harvest", {{"reference_share", 0.9}}).error.find("out of range"),
             std::string::npos);
 }
 
-// Production idle: the opportunistic job runs unbounded, whatever the schedule (a gated period's
-// gate stays: with production idle it holds nothing, and production's return is met at once).
+// Production idle: the opportunistic job runs unbounded and unpaused, whatever the mode.
 TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobUnbounded) {
   auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}});
   ASSERT_TRUE(made.policy);
