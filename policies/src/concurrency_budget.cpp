@@ -37,8 +37,21 @@ std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
   return ModeCost{.harm = 1 - ratio, .error = ratio * std::hypot(p.relative_error, m.relative_error)};
 }
 
+double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
+                 const ConcurrencySettings& settings) {
+  double total = 0, lost = 0;
+  for (size_t m = 0; m < kRunModes; ++m) {
+    if (!measures.cost[m]) return 0;  // unknown until every cost is measured
+    const ModeCost& cost = *measures.cost[m];
+    total += weights[m];
+    lost += weights[m] * std::max(0.0, cost.harm + settings.noise_margin * cost.error);
+  }
+  // Only a loss beyond the target is carried: a budget left unspent is not banked for later.
+  return std::max(0.0, lost - (1 - settings.target) * total) / kDebtHorizon;
+}
+
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
-                                          const ConcurrencySettings& settings) {
+                                          const ConcurrencySettings& settings, double debt) {
   constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
   std::array<double, kRunModes> shares{};
   for (RunMode m : kCandidates) {
@@ -50,7 +63,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // Each candidate's cost taken high by its noise; what the target allows, less what exploring
   // the candidates will spend if the budget, not the time, ends up limiting them.
   std::array<double, kRunModes> cost{};
-  double budget = 1 - settings.target;
+  double budget = 1 - settings.target - debt;
   for (RunMode m : kCandidates) {
     const ModeCost& c = *measures.cost[index(m)];
     cost[index(m)] = std::max(0.0, c.harm + settings.noise_margin * c.error);
@@ -141,7 +154,14 @@ ModeMeasures ConcurrencyBudget::measures() const {
   return result;
 }
 
-RunMode ConcurrencyBudget::next_period() {
+std::array<double, kRunModes> ConcurrencyBudget::shares() const {
+  const ModeMeasures m = measures();
+  return mode_shares(m, settings_, loss_debt(ran_, m, settings_));
+}
+
+RunMode ConcurrencyBudget::next_period(RunMode finished) {
+  for (double& weight : ran_) weight *= 1 - 1 / kDebtMemory;
+  ran_[index(finished)] += 1;
   const std::array<double, kRunModes> share = shares();
   size_t best = 0;
   for (size_t m = 0; m < kRunModes; ++m) {

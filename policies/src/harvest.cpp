@@ -314,7 +314,7 @@ class HarvestPolicy final : public Policy {
     if (!settling && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     budget_.retain(alive);
     if (!period_over) return;
-    const RunMode next = budget_.next_period();
+    const RunMode next = budget_.next_period(mode_);
     settling_ = next != mode_;
     mode_ = next;
     period_ns_ = 0;
