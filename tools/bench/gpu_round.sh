@@ -70,7 +70,7 @@ for part in "$@"; do
     s5-transformer) bench 280 --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window 6 --reps 3 \
           --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s3) bench 300 --scenario S3 --out "$out/s3" --window 4 --reps 3 --budget-s 270 "${G[@]}" \
-          --gpushare-policy harvest harvest@mps-prio ;;
+          "${POLICIES[@]}" ;;
     *) echo "unknown part $part" ;;
   esac
   logs
