@@ -440,7 +440,12 @@ class HarvestPolicy final : public Policy {
         gate.max_in_flight = !kernel_gating_ && !concurrency_
                                  ? in_flight_
                                  : (gating() && !production_idle_ ? in_flight_ : 0);
-        gate.production_idle_only = gating();
+        // With concurrency, production idle and the paused mode in force, the relay holds the
+        // opportunistic jobs the moment production launches again, not at the next tick: in S5
+        // on the H100 production paused for whole on-phases still reached only 0.87-0.91, losing
+        // each on-phase's start to the opportunistic launches of up to a window.
+        gate.production_idle_only =
+            gating() || (concurrency_ && production_idle_ && mode_ == RunMode::paused);
         // The budget compares production's busy time in both kinds of period: the relay must
         // sample it in beside periods too.
         gate.measure_production = concurrency_;

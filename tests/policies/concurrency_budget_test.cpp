@@ -301,7 +301,8 @@ TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
             std::string::npos);
 }
 
-// Production idle: the opportunistic job runs unbounded and unpaused, whatever the mode.
+// Production idle: the opportunistic job runs unbounded and unpaused, whatever the mode; in the
+// paused mode (the first) it is idle-gated, so that production's first launch holds it at once.
 TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobUnbounded) {
   auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}});
   ASSERT_TRUE(made.policy);
@@ -315,6 +316,7 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobUnbounded) {
   EXPECT_EQ(last.max_in_flight, 0u);
   EXPECT_EQ(last.launches, kUnlimited);
   EXPECT_FALSE(last.paused);
+  EXPECT_TRUE(last.production_idle_only);
 }
 
 }  // namespace
