@@ -95,9 +95,6 @@ struct Checker {
     if (!policy_known(*name))
       return fail(path, "unknown policy \"" + *name +
                             "\" (expected one of: " + known_policies_text() + ")");
-    if (!policy_available(*name))
-      return fail(path, "policy \"" + *name + "\" is not available in this build (available: " +
-                            available_policies_text() + ")");
     *out = *name;
   }
 };
@@ -344,8 +341,6 @@ bool policy_known(std::string_view name) {
   return false;
 }
 
-bool policy_available(std::string_view name) { return policy_known(name); }
-
 std::string known_policies_text() {
   std::string text;
   for (std::string_view p : policies::policy_names())
@@ -353,6 +348,5 @@ std::string known_policies_text() {
   return text;
 }
 
-std::string available_policies_text() { return known_policies_text(); }
 
 }  // namespace gpushare::daemon

@@ -72,11 +72,8 @@ ConfigResult parse_config(std::string_view text);
 // Reads and parses a file; an unreadable file is one error naming the file.
 ConfigResult load_config(const std::string& path);
 
-// The policies the daemon knows, and the ones this build can run. A known policy that is not yet
-// available is refused with a message saying so, not silently ignored.
+// The policies the daemon knows (the registry of policies/ is the one list).
 bool policy_known(std::string_view name);
-bool policy_available(std::string_view name);
-std::string known_policies_text();      // "none, tgs, priority, fair"
-std::string available_policies_text();  // "none"
+std::string known_policies_text();  // "harvest, tgs, priority, fair, none"
 
 }  // namespace gpushare::daemon

@@ -278,9 +278,6 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   if (!policy_known(name))
     return failure("unknown policy \"" + name + "\" (expected one of: " + known_policies_text() +
                    ")");
-  if (!policy_available(name))
-    return failure("policy \"" + name + "\" is not available in this build (available: " +
-                   available_policies_text() + ")");
   policies::Parameters parameters;
   if (request.contains("parameters")) {
     if (!request["parameters"].is_string())
