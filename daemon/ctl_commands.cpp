@@ -98,15 +98,22 @@ json Server::ctl_status() {
   for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
   for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
+  // A job registered for "any device" that holds no memory yet is scheduled on device 0
+  // (Scheduler::device_of), and counted there.
+  auto scheduled_on = [](const Job& job) {
+    std::vector<int> used = job.devices_in_use();
+    if (used.empty()) used.push_back(Scheduler::device_of(job));
+    return used;
+  };
   for (auto& [id, job] : registry_.jobs())
-    for (int d : job.devices_in_use()) devices.insert(d);
+    for (int d : scheduled_on(job)) devices.insert(d);
   json device_list = json::array();
   for (int d : devices) {
     size_t jobs = 0;
     double rate = 0;
     uint64_t memory = 0;
     for (auto& [id, job] : registry_.jobs()) {
-      std::vector<int> used = job.devices_in_use();
+      std::vector<int> used = scheduled_on(job);
       if (std::find(used.begin(), used.end(), d) == used.end()) continue;
       ++jobs;
       rate += job.rate.per_second();

@@ -151,6 +151,24 @@ TEST(Ctl, PolicyNamesAreValidatedAndShownInStatus) {
   EXPECT_EQ(status.json["devices"][0]["policy"], "tgs");
 }
 
+// A job registered for "any device" (no CUDA_VISIBLE_DEVICES, no memory yet) is scheduled on
+// device 0; status counts it there instead of on no device at all.
+TEST(Ctl, StatusCountsAJobForAnyDeviceWhereItIsScheduled) {
+  TempDir dir;
+  Daemon daemon(dir);
+  ASSERT_TRUE(daemon.start());
+  RawClient client;
+  ASSERT_TRUE(client.connect(daemon.socket));
+  int memfd = -1;
+  ASSERT_TRUE(client.register_job("anywhere", protocol::JobClass::opportunistic, 0, &memfd));
+  if (memfd >= 0) ::close(memfd);
+  CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+  ASSERT_EQ(status.exit_code, 0);
+  ASSERT_EQ(status.json["devices"].size(), 1u) << status.out;
+  EXPECT_EQ(status.json["devices"][0]["device"], 0);
+  EXPECT_EQ(status.json["devices"][0]["jobs"], 1) << status.out;
+}
+
 TEST(Ctl, ExitCodesAndJsonOutput) {
   TempDir dir;
   EXPECT_EQ(run_ctl(dir / "absent.sock", {"status"}).exit_code, 3);
