@@ -42,6 +42,9 @@ struct Job {
   uint32_t in_flight = 0;       // queued + running
 
   uint64_t sampled_launches = 0, sampled_gate_waits = 0, window_busy_ns = 0;
+  // Time in this window with kernels queued or running (what the daemon's idle relay measures
+  // of a production job: JobObservation::in_flight_ns), and since when the current stretch runs.
+  uint64_t window_in_flight_ns = 0, in_flight_since = 0;
   JobResult result;
 
   // Kernel durations from splitmix64: the same sequence in every run of this job.
@@ -147,7 +150,7 @@ class Simulation {
       }
       job.counted = job.waited = false;
       job.queued.push_back(job.next_kernel_ns());
-      ++job.in_flight;
+      if (job.in_flight++ == 0) job.in_flight_since = now_;
       if (job.spec->job_class == policies::JobClass::production) ++production_in_flight_;
       if (!running_) dispatch();
       if (++job.launched_in_iteration == job.spec->kernels_per_iteration) {
@@ -197,7 +200,8 @@ class Simulation {
     Job& job = jobs_[index];
     job.window_busy_ns += now_ - std::max(run_start_, window_start_);
     running_ = false;
-    --job.in_flight;
+    if (--job.in_flight == 0)
+      job.window_in_flight_ns += now_ - std::max(job.in_flight_since, window_start_);
     if (job.spec->job_class == policies::JobClass::production) --production_in_flight_;
     ++job.result.kernels;
     ++(production_scheduled(trace_, now_) ? job.result.kernels_while_on
@@ -235,6 +239,10 @@ class Simulation {
                                     .gate_waits = job.gate_waits - job.sampled_gate_waits};
       if (trace_.report_busy) seen.busy_ns = job.window_busy_ns;
       if (trace_.report_in_flight) seen.in_flight = job.in_flight;
+      if (trace_.report_in_flight && spec.job_class == policies::JobClass::production)
+        seen.in_flight_ns = job.window_in_flight_ns +
+                            (job.in_flight > 0 ? now_ - std::max(job.in_flight_since, window_start_)
+                                               : 0);
       device.jobs.push_back(seen);
       observed.push_back(i);
       if (timeline_)
@@ -257,6 +265,7 @@ class Simulation {
       job.sampled_launches = job.launches;
       job.sampled_gate_waits = job.gate_waits;
       job.window_busy_ns = 0;
+      job.window_in_flight_ns = 0;
       job.result.gate_waits = job.gate_waits;
     }
     window_start_ = now_;
