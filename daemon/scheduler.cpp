@@ -121,7 +121,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     it = alive.count(it->first) ? std::next(it) : seen_.erase(it);
   for (auto it = activity_.begin(); it != activity_.end();)
     it = alive.count(it->first) ? std::next(it) : activity_.erase(it);
-  idle_gated_.clear();
+  relayed_.clear();
 
   status_.clear();
   uint64_t now_ns = static_cast<uint64_t>(
@@ -155,7 +155,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       spdlog::trace("tick device={} window={}us{}", device, observation.window_ns / 1000, line);
     }
     status_[device] = status_of(*slot->policy, observation, gates);
-    IdleGatedDevice idle;
+    RelayedDevice idle;
     bool measured = false;  // the policy reads production's busy time here
     for (const policies::Gate& gate : gates) {
       auto job = by_id.find(gate.job_id);
@@ -204,9 +204,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       seen.allowance = v.allowance;
       seen.paused = v.paused;
     }
-    if (relayed) idle_gated_[device] = std::move(idle);
+    if (relayed) relayed_[device] = std::move(idle);
   }
-  if (idle_gating())
+  if (relaying())
     relay(registry, now);
   else
     last_relay_ = {};
@@ -224,7 +224,7 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_relay_).count(),
                 4 * std::chrono::duration_cast<std::chrono::nanoseconds>(kIdleRelayPeriod).count());
   last_relay_ = now;
-  for (const auto& [device, idle] : idle_gated_) {
+  for (const auto& [device, idle] : relayed_) {
     bool busy = false;
     for (uint64_t id : idle.production) {
       auto job = registry.jobs().find(id);

@@ -56,9 +56,9 @@ class Scheduler {
 
   // Whether some opportunistic job's gate is production_idle_only or some policy measures
   // production's busy time (Gate::measure_production): the idle relay must run.
-  bool idle_gating() const { return !idle_gated_.empty(); }
-  // The idle relay, every kIdleRelayPeriod while idle_gating(): samples the production jobs of
-  // each idle-gated device and holds that device's idle-gated jobs while any of them is busy.
+  bool relaying() const { return !relayed_.empty(); }
+  // The idle relay, every kIdleRelayPeriod while relaying(): samples the production jobs of
+  // each relayed device (their busy time) and holds its idle-gated jobs while any of them is busy.
   void relay(Registry& registry, Clock::time_point now);
 
   // What the last tick decided on a device that had jobs (for /metrics).
@@ -93,13 +93,14 @@ class Scheduler {
 
   std::map<int, DevicePolicy> devices_;
   std::map<uint64_t, Seen> seen_;  // by job id
-  // Per device with idle-gated jobs, from the last tick: its production jobs and its idle-gated
-  // opportunistic jobs (ids: the relay looks them up, a job may have left since).
-  struct IdleGatedDevice {
+  // Per relayed device (idle-gated jobs, or a policy measuring production's busy time), from the
+  // last tick: its production jobs and its idle-gated opportunistic jobs (ids: the relay looks
+  // them up, a job may have left since).
+  struct RelayedDevice {
     std::vector<uint64_t> production;
     std::vector<uint64_t> gated;
   };
-  std::map<int, IdleGatedDevice> idle_gated_;
+  std::map<int, RelayedDevice> relayed_;
   std::map<uint64_t, ProductionActivity> activity_;  // by production job id
   Clock::time_point last_relay_{};
   std::map<int, DeviceStatus> status_;  // by device, from the last tick

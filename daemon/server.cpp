@@ -375,9 +375,10 @@ void Server::tick() {
   Clock::time_point now = Clock::now();
   registry_.sample(now);
   scheduler_.tick(registry_, now, [this](int device) { return choice_for(device); });
-  // The idle relay runs only while some job is idle-gated (Gate::production_idle_only).
-  if (scheduler_.idle_gating() != relay_armed_) {
-    relay_armed_ = scheduler_.idle_gating();
+  // The idle relay runs only while some job is idle-gated (Gate::production_idle_only) or some
+  // policy measures production's busy time (Gate::measure_production).
+  if (scheduler_.relaying() != relay_armed_) {
+    relay_armed_ = scheduler_.relaying();
     itimerspec spec{};
     if (relay_armed_) {
       spec.it_interval.tv_nsec =

@@ -145,7 +145,9 @@ ModeMeasures ConcurrencyBudget::measures() const {
         worst.reset();
         break;
       }
-      if (!worst || cost->harm + cost->error > worst->harm + worst->error) worst = cost;
+      const double margin = settings_.noise_margin;  // the worst as mode_shares will read it
+      if (!worst || cost->harm + margin * cost->error > worst->harm + margin * worst->error)
+        worst = cost;
     }
     if (gains_[index(m)].size() >= kMinCostSamples) result.gain[index(m)] = moments(gains_[index(m)]).mean;
   }

@@ -103,9 +103,9 @@ constexpr double kSharingHeadroom = 0.05;
 // With concurrency: a mode (gated, beside) the budget limits is still run this share of
 // production's busy time, so that its cost stays measured (it spends at most 0.05 x the cost).
 constexpr double kExploreShare = 0.05;
-// Samples of each kind whose mean speeds the cost compares (a sample: kSampleWork kernels or the
-// rest of a period, typically one or two 50 ms windows): 16 gated ones span about four gated
-// periods, 16 s of busy production at a share of 0.95.
+// Samples of each mode whose mean speed a cost compares (a sample: kSampleWork kernels or the rest
+// of a period, typically one or two 50 ms windows): 16 paused ones span about four paused periods,
+// 16 s of busy production at the least reference share (0.05).
 constexpr size_t kCostSamples = 16;
 constexpr uint64_t kSampleWork = 16;
 
@@ -279,12 +279,12 @@ class HarvestPolicy final : public Policy {
 
   // The concurrency budget (concurrency_budget.h): each busy control period is paused, gated or
   // beside, chosen by the budget; the first window after a change is not measured (opportunistic
-  // kernels queued before it, or their ramp-up, belong to neither mode). A production job's sample is its
-  // work and busy time (from the idle relay; the window's length where it has not sampled) over
-  // consecutive windows of one kind until it reaches kSampleWork kernels, or the period's end:
-  // samples of a window or two rather than of a period, so that a fresh daemon knows the cost
-  // within about a second of busy production (on the H100 the benchmark's 6 s windows were
-  // spent learning it at the initial share with one sample per period).
+  // kernels queued before it, or their ramp-up, belong to neither mode). A production job's
+  // sample is its work and busy time (from the idle relay; the window's length where it has not
+  // sampled) over consecutive windows of one mode until it reaches kSampleWork kernels, or the
+  // period's end: samples of a window or two rather than of a period, so that a fresh daemon
+  // knows the costs within about a second of busy production (on the H100, with one sample per
+  // period, the benchmark's 6 s windows were spent learning).
   void measure_concurrency_window(const DeviceObservation& device) {
     // The settling window counts toward the period's length, so that beside periods take the
     // budget's share of production's time and not more (in a model with a 30 % cost, counting
@@ -446,8 +446,8 @@ class HarvestPolicy final : public Policy {
         // each on-phase's start to the opportunistic launches of up to a window.
         gate.production_idle_only =
             gating() || (concurrency_ && production_idle_ && mode_ == RunMode::paused);
-        // The budget compares production's busy time in both kinds of period: the relay must
-        // sample it in beside periods too.
+        // The budget compares production's speed per busy second in every mode: the relay must
+        // sample its busy time in paused and beside periods too.
         gate.measure_production = concurrency_;
         if ((probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
             !production_idle_)
