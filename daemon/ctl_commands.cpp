@@ -99,12 +99,8 @@ json Server::ctl_status() {
   for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
   // A job registered for "any device" that holds no memory yet is scheduled on device 0
-  // (Scheduler::device_of), and counted there.
-  auto scheduled_on = [](const Job& job) {
-    std::vector<int> used = job.devices_in_use();
-    if (used.empty()) used.push_back(Scheduler::device_of(job));
-    return used;
-  };
+  // (Scheduler::devices_of), and counted there.
+  auto scheduled_on = [](const Job& job) { return Scheduler::devices_of(job); };
   for (auto& [id, job] : registry_.jobs())
     for (int d : scheduled_on(job)) devices.insert(d);
   json device_list = json::array();

@@ -31,10 +31,13 @@
 #include "accounting.h"
 #include "background_thread.h"
 #include "control_block_check.h"
+#include "driver_calls.h"
+#include "gpushare/protocol/device_uuid.h"
 #include "gpushare/protocol/wire.h"
 #include "log.h"
 #include "memory_swap.h"
 #include "settings.h"
+#include "visible_devices.h"
 
 namespace gpushare::shim {
 namespace {
@@ -58,8 +61,11 @@ struct LinkSettings {
   char job_name[protocol::kJobNameSize];
   bool production;
   bool quiet;
-  uint32_t device_count;                   // from CUDA_VISIBLE_DEVICES; 0: any device
-  int32_t devices[protocol::kMaxDevices];  // physical index of each CUDA ordinal
+  // From a numeric CUDA_VISIBLE_DEVICES (count 0: any device): registered, and in force when the
+  // daemon cannot place the devices' UUIDs.
+  DeviceTable numeric_devices;
+  protocol::DeviceUuids uuids;  // of each ordinal, from the driver; count 0: not known
+  bool warned_unplaced;         // one warning per process when the daemon cannot place a UUID
 };
 
 LinkSettings g_settings;
@@ -108,31 +114,6 @@ void say(const char* format, ...) {
 void sleep_ms(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-int physical_device(int ordinal) {
-  if (ordinal >= 0 && static_cast<uint32_t>(ordinal) < g_settings.device_count)
-    return g_settings.devices[ordinal];
-  return ordinal;
-}
-
-// CUDA_VISIBLE_DEVICES="2,3" makes ordinal 0 physical device 2. UUID or MIG forms are not
-// resolved here: the job is then registered for "any device".
-void read_visible_devices() {
-  g_settings.device_count = 0;
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!visible || !*visible) return;
-  const char* p = visible;
-  while (*p && g_settings.device_count < protocol::kMaxDevices) {
-    char* end = nullptr;
-    long index = std::strtol(p, &end, 10);
-    if (end == p || index < 0 || index > protocol::kMaxDeviceIndex || (*end && *end != ',')) {
-      g_settings.device_count = 0;
-      return;
-    }
-    g_settings.devices[g_settings.device_count++] = static_cast<int32_t>(index);
-    p = *end ? end + 1 : end;
   }
 }
 
@@ -277,6 +258,40 @@ void break_link(int fd) {
     g_fd.store(-1);  // not ours any more: forget it, never touch it
 }
 
+// Under g_mutex, right after registering: asks the daemon which physical device each ordinal's
+// UUID is, and puts its answer in force (declarations and views use it). A UUID the daemon cannot
+// place leaves the numeric CUDA_VISIBLE_DEVICES list, or "any device", in force, with one warning
+// per process. False when the link broke.
+bool place_devices(int fd) {
+  const protocol::DeviceUuids& uuids = g_settings.uuids;
+  if (uuids.count == 0) return true;  // the driver could not tell: as CUDA_VISIBLE_DEVICES says
+  protocol::DeviceMap map{};
+  if (!send_frame(fd, MessageType::device_uuids, &uuids, sizeof uuids) ||
+      !receive_frame(fd, MessageType::device_map, &map, sizeof map, nullptr, nullptr, 0)) {
+    // A daemon from before device_uuids drops the connection: the next registration does
+    // without it rather than loop.
+    g_settings.uuids.count = 0;
+    log_warning("gpushared did not place this job's devices (an older daemon?): they are %s",
+                g_settings.numeric_devices.count ? "as CUDA_VISIBLE_DEVICES lists them"
+                                                 : "not known (registered for any device)");
+    return false;
+  }
+  int unplaced = -1;
+  set_device_table(resolved_devices(map, uuids.count, g_settings.numeric_devices, &unplaced));
+  if (unplaced >= 0 && !g_settings.warned_unplaced) {
+    g_settings.warned_unplaced = true;
+    protocol::DeviceUuid uuid;
+    std::memcpy(uuid.data(), uuids.uuids[unplaced], uuid.size());
+    char text[protocol::kDeviceUuidTextSize];
+    protocol::format_device_uuid(uuid, text);
+    log_warning("gpushared does not know device %s (CUDA ordinal %d): this job's devices are %s",
+                text, unplaced,
+                g_settings.numeric_devices.count ? "as CUDA_VISIBLE_DEVICES lists them"
+                                                 : "not known (registered for any device)");
+  }
+  return true;
+}
+
 // Under g_mutex: connect, register, map the control block, re-declare live allocations.
 bool connect_and_register(const char** why) {
   static char reason[protocol::kMessageSize + 64];
@@ -286,8 +301,8 @@ bool connect_and_register(const char** why) {
   request.requested_class = static_cast<uint32_t>(
       g_settings.production ? protocol::JobClass::production : protocol::JobClass::opportunistic);
   request.client_pid = static_cast<uint32_t>(getpid());
-  request.device_count = g_settings.device_count;
-  std::memcpy(request.devices, g_settings.devices, sizeof request.devices);
+  request.device_count = g_settings.numeric_devices.count;
+  std::memcpy(request.devices, g_settings.numeric_devices.physical, sizeof request.devices);
   protocol::copy_text(request.job_name, g_settings.job_name);
   protocol::RegisterReply reply{};
   int memfd = -1;
@@ -335,6 +350,11 @@ bool connect_and_register(const char** why) {
   if (reply.granted_class != request.requested_class) log_warning("%s", reply.message);
   say("registered with gpushared as job %llu (%s)", static_cast<unsigned long long>(reply.job_id),
       reply.granted_class == 0 ? "production" : "opportunistic");
+
+  if (!place_devices(fd)) {
+    break_link(fd);
+    return true;  // registered; the background thread notices the broken link and retries
+  }
 
   // Allocations made before this point are in the snapshot; later ones are declared by their own
   // call, which waits for g_mutex (a duplicate simply replaces the first on the daemon's side).
@@ -410,7 +430,10 @@ bool daemon_link_start(const Settings& settings) {
   protocol::copy_text(g_settings.job_name, settings.job_name.c_str());
   g_settings.production = settings.production;
   g_settings.quiet = settings.quiet;
-  read_visible_devices();
+  // Once per process, after the real cuInit: the driver has read CUDA_VISIBLE_DEVICES by now.
+  g_settings.numeric_devices = numeric_visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"));
+  set_device_table(g_settings.numeric_devices);
+  g_settings.uuids = device_uuids();
 
   const char* why = "";
   bool connected = connect_and_register(&why);
