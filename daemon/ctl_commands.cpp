@@ -98,6 +98,7 @@ json Server::ctl_status() {
   for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
   for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
+  for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
   // A job registered for "any device" that holds no memory yet is scheduled on device 0
   // (Scheduler::devices_of), and counted there.
   auto scheduled_on = [](const Job& job) { return Scheduler::devices_of(job); };
@@ -117,7 +118,9 @@ json Server::ctl_status() {
       if (auto it = by_device.find(d); it != by_device.end()) memory += it->second;
     }
     std::optional<uint64_t> capacity = memory_.capacity(config_.memory, d);
+    std::string uuid = inventory_.uuid_text(d);
     device_list.push_back({{"device", d},
+                           {"uuid", uuid.empty() ? json(nullptr) : json(uuid)},
                            {"policy", policy_for(d)},
                            {"parameters", effective_parameters(choice_for(d))},
                            {"capacity_bytes", capacity ? json(*capacity) : json(nullptr)},

@@ -60,6 +60,16 @@ GpuInventory GpuInventory::from_nvml(std::string* why) {
   return inventory;
 }
 
+std::string GpuInventory::uuid_text(int index) const {
+  for (const auto& [uuid, i] : index_of) {
+    if (i != index) continue;
+    char text[protocol::kDeviceUuidTextSize];
+    protocol::format_device_uuid(uuid, text);
+    return text;
+  }
+  return "";
+}
+
 std::string check_device_uuids(const protocol::DeviceUuids& uuids) {
   if (uuids.count == 0 || uuids.count > protocol::kMaxDevices)
     return "device count " + std::to_string(uuids.count) + " is not in 1.." +

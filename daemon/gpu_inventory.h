@@ -19,6 +19,9 @@ namespace gpushare::daemon {
 struct GpuInventory {
   std::map<protocol::DeviceUuid, int> index_of;  // UUID -> physical index
 
+  // The UUID of a physical index, in `gpusharectl status` ("GPU-…"); "" when not in the inventory.
+  std::string uuid_text(int index) const;
+
   // Asks NVML (libnvidia-ml.so.1) for every device's index and UUID. Empty, with *why, when the
   // library is missing or fails; a device NVML cannot name is left out.
   static GpuInventory from_nvml(std::string* why);

@@ -76,6 +76,13 @@ TEST(MultiGpu, AJobSeeingOnlyDevice1IsAccountedOnDevice1ByIndexOrByUuid) {
   EXPECT_EQ(gpus.memory_of(by_index), (std::map<int, uint64_t>{{1, 3 * kMiB}}));
   EXPECT_EQ(gpus.memory_of(by_uuid), (std::map<int, uint64_t>{{1, 5 * kMiB}}));
   EXPECT_TRUE(gpus.daemon.log_contains("devices=1 (by UUID)")) << gpus.daemon.log();
+
+  // `status` lists both devices of the inventory with their UUIDs.
+  CtlResult status = run_ctl(gpus.daemon.socket, {"status", "-o", "json"});
+  ASSERT_EQ(status.json["devices"].size(), 2u) << status.out;
+  EXPECT_EQ(status.json["devices"][0]["uuid"], device_uuid_text(0));
+  EXPECT_EQ(status.json["devices"][1]["uuid"], device_uuid_text(1));
+  EXPECT_EQ(status.json["devices"][1]["jobs"], 2);
 }
 
 // A process that sees both devices, in reverse order by UUID, and works on both: `jobs` shows
