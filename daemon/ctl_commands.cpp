@@ -98,13 +98,10 @@ json Server::ctl_status() {
   for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
   for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
+  for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
   // A job registered for "any device" that holds no memory yet is scheduled on device 0
-  // (Scheduler::device_of), and counted there.
-  auto scheduled_on = [](const Job& job) {
-    std::vector<int> used = job.devices_in_use();
-    if (used.empty()) used.push_back(Scheduler::device_of(job));
-    return used;
-  };
+  // (Scheduler::devices_of), and counted there.
+  auto scheduled_on = [](const Job& job) { return Scheduler::devices_of(job); };
   for (auto& [id, job] : registry_.jobs())
     for (int d : scheduled_on(job)) devices.insert(d);
   json device_list = json::array();
@@ -121,7 +118,9 @@ json Server::ctl_status() {
       if (auto it = by_device.find(d); it != by_device.end()) memory += it->second;
     }
     std::optional<uint64_t> capacity = memory_.capacity(config_.memory, d);
+    std::string uuid = inventory_.uuid_text(d);
     device_list.push_back({{"device", d},
+                           {"uuid", uuid.empty() ? json(nullptr) : json(uuid)},
                            {"policy", policy_for(d)},
                            {"parameters", effective_parameters(choice_for(d))},
                            {"capacity_bytes", capacity ? json(*capacity) : json(nullptr)},

@@ -87,10 +87,9 @@ std::map<int, uint64_t> Job::memory_by_device() const {
 }
 
 std::vector<int> Job::devices_in_use() const {
-  if (!devices.empty()) return devices;
-  std::vector<int> seen;
-  for (const auto& [device, d] : memory_on) seen.push_back(device);
-  return seen;
+  std::vector<int> holding;
+  for (const auto& [device, d] : memory_on) holding.push_back(device);
+  return holding.empty() ? devices : holding;
 }
 
 Job& Registry::add(Job job) {

@@ -56,7 +56,9 @@ struct Job {
   std::string name;
   protocol::JobClass requested = protocol::JobClass::opportunistic;
   protocol::JobClass granted = protocol::JobClass::opportunistic;
-  std::vector<int> devices;                                       // as registered; empty: not known
+  // The physical devices it may use: its CUDA ordinals placed by UUID (device_session.cpp), else as
+  // registered (a numeric CUDA_VISIBLE_DEVICES); empty: not known.
+  std::vector<int> devices;
   // (device, handle) -> allocation. Changed only through set_allocation / erase_allocation, which
   // keep memory_on and reservations right.
   std::map<std::pair<int, uint64_t>, DeclaredAllocation> memory;
@@ -77,7 +79,8 @@ struct Job {
 
   uint64_t memory_bytes() const;
   std::map<int, uint64_t> memory_by_device() const;
-  // Registered devices, else the devices it holds memory on.
+  // The devices it holds memory on, else those it may use. A process that sees several devices
+  // and works on one (a DDP rank with all GPUs visible) is placed by its memory.
   std::vector<int> devices_in_use() const;
 };
 

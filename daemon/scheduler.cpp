@@ -43,9 +43,25 @@ uint32_t completion_stride_for(uint64_t launches, uint32_t current) {
   return wanted >= 4 * current || 4 * wanted <= current ? wanted : current;
 }
 
-int Scheduler::device_of(const Job& job) {
+std::vector<int> Scheduler::devices_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
-  return devices.empty() ? 0 : devices.front();
+  if (devices.empty()) devices.push_back(0);
+  return devices;
+}
+
+policies::Gate strictest_gate(const std::vector<policies::Gate>& gates) {
+  policies::Gate strictest = gates.empty() ? policies::Gate{} : gates.front();
+  for (const policies::Gate& g : gates) {
+    strictest.paused = strictest.paused || g.paused;
+    strictest.launches = std::min(strictest.launches, g.launches);
+    if (g.max_in_flight != 0)
+      strictest.max_in_flight = strictest.max_in_flight == 0
+                                    ? g.max_in_flight
+                                    : std::min(strictest.max_in_flight, g.max_in_flight);
+    strictest.production_idle_only = strictest.production_idle_only || g.production_idle_only;
+    strictest.measure_production = strictest.measure_production || g.measure_production;
+  }
+  return strictest;
 }
 
 Scheduler::DevicePolicy* Scheduler::policy_for(int device, const PolicyChoice& choice) {
@@ -73,14 +89,11 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_tick_).count());
   last_tick_ = now;
 
-  // Each job's counters, by device. Counters come from client memory: policies::observe trusts
-  // none of them (a counter that went backwards counts as no work in this window).
-  struct DeviceJobs {
-    std::vector<policies::JobCounters> counters;
-    std::vector<policies::JobHistory*> history;
-  };
-  std::map<int, DeviceJobs> observed;
+  // Each job's observation, on each of its devices. Counters come from client memory:
+  // policies::observe trusts none of them (a counter that went backwards is no work).
+  std::map<int, policies::DeviceObservation> observed;
   std::map<uint64_t, Job*> by_id;
+  std::map<uint64_t, uint64_t> window_launches;  // by job id
   std::set<uint64_t> alive;
   for (auto& [id, job] : registry.jobs()) {
     if (!job.block.valid()) continue;
@@ -99,9 +112,11 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     if (seen.relayed) c.in_flight_ns = seen.in_flight_ns;
     seen.relayed = false;
     seen.in_flight_ns = 0;
-    DeviceJobs& device = observed[device_of(job)];
-    device.counters.push_back(c);
-    device.history.push_back(&seen.history);
+    const policies::JobObservation o = policies::observe(seen.history, c, window_ns);
+    window_launches[id] = o.launches;
+    // A job on several devices is seen by each device's policy, with all of its launches: the
+    // shim counts a process's launches, not a device's.
+    for (int d : devices_of(job)) observed[d].jobs.push_back(o);
   }
   for (auto it = seen_.begin(); it != seen_.end();)
     it = alive.count(it->first) ? std::next(it) : seen_.erase(it);
@@ -110,15 +125,16 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
   relayed_.clear();
 
   status_.clear();
+  std::map<uint64_t, std::vector<policies::Gate>> decided;  // by job id: one gate per device
+  std::set<uint64_t> on_relayed_device;  // jobs on a device the idle relay samples
   uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
-  for (auto& [device, jobs] : observed) {
+  for (auto& [device, observation] : observed) {
     DevicePolicy* slot = policy_for(device, choice_for(device));
     if (!slot) continue;
-    const policies::DeviceTick t =
-        policies::tick_device(*slot->policy, jobs.counters, jobs.history, now_ns, window_ns);
-    const policies::DeviceObservation& observation = t.observation;
-    const std::vector<policies::Gate>& gates = t.gates;
+    observation.now_ns = now_ns;
+    observation.window_ns = window_ns;
+    const std::vector<policies::Gate> gates = slot->policy->decide(observation);
     if (spdlog::should_log(spdlog::level::trace)) {
       // One line per device and tick: what the policy saw and what it decided (for tuning).
       std::string line;
@@ -156,41 +172,48 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // The relay samples this device's production jobs (fine marks, frequent polls) while some job
     // is idle-gated or the policy measures production's busy time.
     const bool relayed = !idle.gated.empty() || measured;
-    std::map<uint64_t, uint64_t> window_launches;  // by job id
-    for (const policies::JobObservation& o : observation.jobs) window_launches[o.job_id] = o.launches;
-    for (const policies::JobControl& control : t.controls) {
-      auto job = by_id.find(control.job_id);
-      if (job == by_id.end()) continue;
-      Seen& seen = seen_[control.job_id];
-      const bool production = job->second->granted == protocol::JobClass::production;
-      uint32_t stride =
-          production
-              ? completion_stride_for(window_launches[control.job_id], seen.completion_stride)
-              : 0;
-      if (production && relayed) stride = std::min(stride, kIdleGatingStride);
-      if (stride != seen.completion_stride) {
-        job->second->block.set_completion_stride(stride);
-        seen.completion_stride = stride;
-      }
-      const uint32_t poll_us = production && relayed ? kIdleGatingPollUs : 0;
-      if (poll_us != seen.completion_poll_us) {
-        job->second->block.set_completion_poll_us(poll_us);
-        seen.completion_poll_us = poll_us;
-      }
-      if (!control.production_idle_only && seen.held_for_production) {
-        job->second->block.set_paused_while_production_busy(false);
-        seen.held_for_production = false;
-      }
-      if (control.max_in_flight != seen.max_in_flight) {
-        job->second->block.set_max_in_flight(control.max_in_flight);
-        seen.max_in_flight = control.max_in_flight;
-      }
-      if (control.allowance == seen.allowance && control.paused == seen.paused) continue;
-      job->second->block.set_gate(control.allowance, control.paused);
-      seen.allowance = control.allowance;
-      seen.paused = control.paused;
+    for (const policies::Gate& gate : gates) {
+      if (!by_id.count(gate.job_id)) continue;
+      decided[gate.job_id].push_back(gate);
+      if (relayed) on_relayed_device.insert(gate.job_id);
     }
     if (relayed) relayed_[device] = std::move(idle);
+  }
+
+  // One gate per job, the strictest of its devices' (a job on one device: that device's).
+  for (auto& [id, job_gates] : decided) {
+    Job* job = by_id[id];
+    const policies::Gate gate = strictest_gate(job_gates);
+    const bool relayed = on_relayed_device.count(id) > 0;
+    Seen& seen = seen_[id];
+    // What the control block gets: production never bounded nor idle-gated (policies/tick.h).
+    const policies::JobControl v = policies::control_for(gate, job->granted, seen.history.launches);
+    const bool production = job->granted == protocol::JobClass::production;
+    const uint32_t bound = v.max_in_flight;
+    uint32_t stride =
+        production ? completion_stride_for(window_launches[id], seen.completion_stride) : 0;
+    if (production && relayed) stride = std::min(stride, kIdleGatingStride);
+    if (stride != seen.completion_stride) {
+      job->block.set_completion_stride(stride);
+      seen.completion_stride = stride;
+    }
+    const uint32_t poll_us = production && relayed ? kIdleGatingPollUs : 0;
+    if (poll_us != seen.completion_poll_us) {
+      job->block.set_completion_poll_us(poll_us);
+      seen.completion_poll_us = poll_us;
+    }
+    if (!v.production_idle_only && seen.held_for_production) {
+      job->block.set_paused_while_production_busy(false);
+      seen.held_for_production = false;
+    }
+    if (bound != seen.max_in_flight) {
+      job->block.set_max_in_flight(bound);
+      seen.max_in_flight = bound;
+    }
+    if (v.allowance == seen.allowance && v.paused == seen.paused) continue;
+    job->block.set_gate(v.allowance, v.paused);
+    seen.allowance = v.allowance;
+    seen.paused = v.paused;
   }
   if (relaying())
     relay(registry, now);
@@ -210,6 +233,11 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_relay_).count(),
                 4 * std::chrono::duration_cast<std::chrono::nanoseconds>(kIdleRelayPeriod).count());
   last_relay_ = now;
+  // Each production job is sampled once, busy or not, so each one's history stays current; a
+  // device is busy while any of its production jobs is, and a gated job (on several devices,
+  // perhaps) is held while any of its devices is busy.
+  std::map<uint64_t, bool> production_busy;
+  std::map<uint64_t, bool> hold;
   for (const auto& [device, idle] : relayed_) {
     bool busy = false;
     for (uint64_t id : idle.production) {
@@ -217,23 +245,25 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
       auto seen = seen_.find(id);
       if (job == registry.jobs().end() || seen == seen_.end() || !job->second.block.valid())
         continue;
-      const SharedControlBlock& b = job->second.block;
-      // Every production job is sampled, busy or not, so each one's history stays current.
-      const bool job_busy =
-          activity_[id].busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
-      busy = busy || job_busy;
-      seen->second.relayed = true;
-      if (job_busy) seen->second.in_flight_ns += elapsed_ns;
+      auto [sample, fresh] = production_busy.try_emplace(id, false);
+      if (fresh) {
+        const SharedControlBlock& b = job->second.block;
+        sample->second = activity_[id].busy(
+            {b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
+        seen->second.relayed = true;
+        if (sample->second) seen->second.in_flight_ns += elapsed_ns;
+      }
+      busy = busy || sample->second;
     }
-    for (uint64_t id : idle.gated) {
-      auto job = registry.jobs().find(id);
-      auto seen = seen_.find(id);
-      if (job == registry.jobs().end() || seen == seen_.end() || !job->second.block.valid())
-        continue;
-      if (seen->second.held_for_production == busy) continue;
-      job->second.block.set_paused_while_production_busy(busy);
-      seen->second.held_for_production = busy;
-    }
+    for (uint64_t id : idle.gated) hold[id] = hold[id] || busy;
+  }
+  for (const auto& [id, held] : hold) {
+    auto job = registry.jobs().find(id);
+    auto seen = seen_.find(id);
+    if (job == registry.jobs().end() || seen == seen_.end() || !job->second.block.valid()) continue;
+    if (seen->second.held_for_production == held) continue;
+    job->second.block.set_paused_while_production_busy(held);
+    seen->second.held_for_production = held;
   }
 }
 

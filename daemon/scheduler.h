@@ -45,6 +45,11 @@ inline constexpr std::chrono::microseconds kIdleRelayPeriod{250};
 // The gates this daemon's shim carries out (policies::make_policy refuses a choice needing more).
 inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = true};
 
+// The gate of a job that runs on several devices, from the gates their policies gave it: the
+// strictest of each (paused if any pauses it, the fewest launches, the smallest in-flight bound,
+// idle-gated if any gates it), since one control block gates all of the process's launches.
+policies::Gate strictest_gate(const std::vector<policies::Gate>& gates);
+
 class Scheduler {
  public:
   // Samples every job's counters, decides per device, writes gates that changed. `choice_for`
@@ -52,8 +57,11 @@ class Scheduler {
   void tick(Registry& registry, Clock::time_point now,
             const std::function<PolicyChoice(int device)>& choice_for);
 
-  // The device a job is scheduled on: the first it registered or holds memory on, else 0.
-  static int device_of(const Job& job);
+  // The devices a job is scheduled on: those it holds memory on, else those it may use
+  // (Job::devices_in_use), else device 0 (a job for any device).
+  static std::vector<int> devices_of(const Job& job);
+  // The first of them: the one device /metrics labels a job with.
+  static int device_of(const Job& job) { return devices_of(job).front(); }
 
   // Whether some opportunistic job's gate is production_idle_only or some policy measures
   // production's busy time (Gate::measure_production): the idle relay must run.

@@ -103,6 +103,7 @@ int Server::run() {
   if (!open()) return 1;
   spdlog::info("listening on {} (tick {} ms, policy {}, config {})", socket_path_,
                config_.tick.count(), config_.default_policy, config_path_);
+  load_inventory(Clock::now());
   mps_.start(config_.mps,
              mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
              Clock::now());
@@ -275,6 +276,12 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       protocol::AllocSite a;
       std::memcpy(&a, payload, sizeof a);
       return on_alloc_site(c, a);
+    }
+    case MessageType::device_uuids: {
+      if (c.role != Role::shim) return drop(c.fd, "sent device UUIDs before registering");
+      protocol::DeviceUuids u;
+      std::memcpy(&u, payload, sizeof u);
+      return on_device_uuids(c, u);
     }
     case MessageType::mps_query: {
       if (c.role == Role::ctl) return drop(c.fd, "sent an MPS query on a ctl connection");

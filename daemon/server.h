@@ -17,6 +17,7 @@
 #include "authorization.h"
 #include "config.h"
 #include "connection_limits.h"
+#include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
 #include "memory_broker.h"
@@ -85,6 +86,11 @@ class Server {
   void on_mem_declare(Connection& c, const protocol::MemDeclare& m);
   void on_mem_release(Connection& c, const protocol::MemRelease& m);
   void set_job_class(Job& job, protocol::JobClass to, const Peer& by);
+
+  // device_session.cpp: the machine's GPUs by UUID, and the shim's question which of them its
+  // ordinals are.
+  void load_inventory(Clock::time_point now);
+  void on_device_uuids(Connection& c, const protocol::DeviceUuids& u);
 
   // mps_session.cpp: the shim's MPS question before its cuInit, and the ctl's `mps` command
   // (true when the ctl request was that command and has been answered).
@@ -155,6 +161,8 @@ class Server {
   LogLimiter log_limiter_;
   std::string log_level_override_;
   std::string proc_root_ = "/proc";
+  GpuInventory inventory_;  // by UUID, from NVML (device_session.cpp)
+  Clock::time_point inventory_loaded_;
   MpsSupervisor mps_;            // docs/mps.md
   MpsClients mps_clients_;       // the processes told to be MPS clients, while they run
   std::set<uid_t> mps_refused_uids_;  // users already told (in the log) that MPS serves another

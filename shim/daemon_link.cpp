@@ -32,10 +32,13 @@
 #include "accounting.h"
 #include "background_thread.h"
 #include "control_block_check.h"
+#include "driver_calls.h"
+#include "gpushare/protocol/device_uuid.h"
 #include "gpushare/protocol/wire.h"
 #include "log.h"
 #include "memory_swap.h"
 #include "settings.h"
+#include "visible_devices.h"
 
 namespace gpushare::shim {
 namespace {
@@ -59,8 +62,11 @@ struct LinkSettings {
   char job_name[protocol::kJobNameSize];
   bool production;
   bool quiet;
-  uint32_t device_count;                   // from CUDA_VISIBLE_DEVICES; 0: any device
-  int32_t devices[protocol::kMaxDevices];  // physical index of each CUDA ordinal
+  // From a numeric CUDA_VISIBLE_DEVICES (count 0: any device): registered, and in force when the
+  // daemon cannot place the devices' UUIDs.
+  DeviceTable numeric_devices;
+  protocol::DeviceUuids uuids;  // of each ordinal, from the driver; count 0: not known
+  bool warned_unplaced;         // one warning per process when the daemon cannot place a UUID
 };
 
 LinkSettings g_settings;
@@ -112,31 +118,6 @@ void sleep_ms(int ms) {
   }
 }
 
-int physical_device(int ordinal) {
-  if (ordinal >= 0 && static_cast<uint32_t>(ordinal) < g_settings.device_count)
-    return g_settings.devices[ordinal];
-  return ordinal;
-}
-
-// CUDA_VISIBLE_DEVICES="2,3" makes ordinal 0 physical device 2. UUID or MIG forms are not
-// resolved here: the job is then registered for "any device".
-void read_visible_devices() {
-  g_settings.device_count = 0;
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!visible || !*visible) return;
-  const char* p = visible;
-  while (*p && g_settings.device_count < protocol::kMaxDevices) {
-    char* end = nullptr;
-    long index = std::strtol(p, &end, 10);
-    if (end == p || index < 0 || index > protocol::kMaxDeviceIndex || (*end && *end != ',')) {
-      g_settings.device_count = 0;
-      return;
-    }
-    g_settings.devices[g_settings.device_count++] = static_cast<int32_t>(index);
-    p = *end ? end + 1 : end;
-  }
-}
-
 int connect_daemon(const char* socket_path, int timeout_ms, const char** why) {
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return *why = std::strerror(errno), -1;
@@ -168,7 +149,9 @@ bool receive_reply(int fd, MessageType type, void* payload, size_t length, int* 
                    char* error_text, size_t error_size) {
   // The largest reply the shim expects, plus one byte so a longer frame shows as a size error.
   unsigned char frame[sizeof(protocol::FrameHeader) +
-                      std::max(sizeof(protocol::RegisterReply), sizeof(protocol::MpsReply)) + 1];
+                      std::max({sizeof(protocol::RegisterReply), sizeof(protocol::MpsReply),
+                                sizeof(protocol::DeviceMap)}) +
+                      1];
   protocol::Received r = protocol::receive_frame(fd, frame, sizeof frame);
   const ssize_t n = r.bytes;
   int received_fd = r.take_first_fd();
@@ -252,6 +235,40 @@ void break_link(int fd) {
     g_fd.store(-1);  // not ours any more: forget it, never touch it
 }
 
+// Under g_mutex, right after registering: asks the daemon which physical device each ordinal's
+// UUID is, and puts its answer in force (declarations and views use it). A UUID the daemon cannot
+// place leaves the numeric CUDA_VISIBLE_DEVICES list, or "any device", in force, with one warning
+// per process. False when the link broke.
+bool place_devices(int fd) {
+  const protocol::DeviceUuids& uuids = g_settings.uuids;
+  if (uuids.count == 0) return true;  // the driver could not tell: as CUDA_VISIBLE_DEVICES says
+  protocol::DeviceMap map{};
+  if (!send_message(fd, MessageType::device_uuids, &uuids, sizeof uuids) ||
+      !receive_reply(fd, MessageType::device_map, &map, sizeof map, nullptr, nullptr, 0)) {
+    // A daemon from before device_uuids drops the connection: the next registration does
+    // without it rather than loop.
+    g_settings.uuids.count = 0;
+    log_warning("gpushared did not place this job's devices (an older daemon?): they are %s",
+                g_settings.numeric_devices.count ? "as CUDA_VISIBLE_DEVICES lists them"
+                                                 : "not known (registered for any device)");
+    return false;
+  }
+  int unplaced = -1;
+  set_device_table(resolved_devices(map, uuids.count, g_settings.numeric_devices, &unplaced));
+  if (unplaced >= 0 && !g_settings.warned_unplaced) {
+    g_settings.warned_unplaced = true;
+    protocol::DeviceUuid uuid;
+    std::memcpy(uuid.data(), uuids.uuids[unplaced], uuid.size());
+    char text[protocol::kDeviceUuidTextSize];
+    protocol::format_device_uuid(uuid, text);
+    log_warning("gpushared does not know device %s (CUDA ordinal %d): this job's devices are %s",
+                text, unplaced,
+                g_settings.numeric_devices.count ? "as CUDA_VISIBLE_DEVICES lists them"
+                                                 : "not known (registered for any device)");
+  }
+  return true;
+}
+
 // Under g_mutex: connect, register, map the control block, re-declare live allocations.
 bool connect_and_register(const char** why) {
   static char reason[protocol::kMessageSize + 64];
@@ -261,8 +278,8 @@ bool connect_and_register(const char** why) {
   request.requested_class = static_cast<uint32_t>(
       g_settings.production ? protocol::JobClass::production : protocol::JobClass::opportunistic);
   request.client_pid = static_cast<uint32_t>(getpid());
-  request.device_count = g_settings.device_count;
-  std::memcpy(request.devices, g_settings.devices, sizeof request.devices);
+  request.device_count = g_settings.numeric_devices.count;
+  std::memcpy(request.devices, g_settings.numeric_devices.physical, sizeof request.devices);
   protocol::copy_text(request.job_name, g_settings.job_name);
   protocol::RegisterReply reply{};
   int memfd = -1;
@@ -310,6 +327,11 @@ bool connect_and_register(const char** why) {
   if (reply.granted_class != request.requested_class) log_warning("%s", reply.message);
   say("registered with gpushared as job %llu (%s)", static_cast<unsigned long long>(reply.job_id),
       reply.granted_class == 0 ? "production" : "opportunistic");
+
+  if (!place_devices(fd)) {
+    break_link(fd);
+    return true;  // registered; the background thread notices the broken link and retries
+  }
 
   // Allocations made before this point are in the snapshot; later ones are declared by their own
   // call, which waits for g_mutex (a duplicate simply replaces the first on the daemon's side).
@@ -385,7 +407,10 @@ bool daemon_link_start(const Settings& settings) {
   protocol::copy_text(g_settings.job_name, settings.job_name.c_str());
   g_settings.production = settings.production;
   g_settings.quiet = settings.quiet;
-  read_visible_devices();
+  // Once per process, after the real cuInit: the driver has read CUDA_VISIBLE_DEVICES by now.
+  g_settings.numeric_devices = numeric_visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"));
+  set_device_table(g_settings.numeric_devices);
+  g_settings.uuids = device_uuids();
 
   const char* why = "";
   bool connected = connect_and_register(&why);

@@ -1,5 +1,6 @@
 #include "driver_calls.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "dlsym.h"
@@ -31,6 +32,8 @@ const DriverCalls& driver_calls() {
     find(cuda, "cuCtxSetCurrent", &driver.ctx_set_current);
     find(cuda, "cuCtxSynchronize", &driver.ctx_synchronize);
     find(cuda, "cuDeviceGetCount", &driver.device_get_count);
+    find(cuda, "cuDeviceGetUuid_v2", &driver.device_get_uuid);
+    if (!driver.device_get_uuid) find(cuda, "cuDeviceGetUuid", &driver.device_get_uuid);
     find(cuda, "cuMemPrefetchAsync_v2", &driver.prefetch_v2);
     find(cuda, "cuMemPrefetchAsync", &driver.prefetch_v1);
     find(cuda, "cuMemAdvise_v2", &driver.advise_v2);
@@ -65,6 +68,24 @@ CUresult advise_preferred(CUdeviceptr ptr, size_t bytes, int device) {
     return d.advise_v1(ptr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
                        device < 0 ? CU_DEVICE_CPU : device);
   return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+protocol::DeviceUuids device_uuids() {
+  const DriverCalls& d = driver_calls();
+  protocol::DeviceUuids out{};
+  int count = 0;
+  if (!d.device_get_count || !d.device_get_uuid || d.device_get_count(&count) != CUDA_SUCCESS ||
+      count <= 0)
+    return out;
+  if (count > static_cast<int>(protocol::kMaxDevices)) count = protocol::kMaxDevices;
+  for (int i = 0; i < count; ++i) {
+    CUuuid uuid{};
+    // The CUdevice of ordinal i is i (cuDeviceGet).
+    if (d.device_get_uuid(&uuid, i) != CUDA_SUCCESS) return protocol::DeviceUuids{};
+    std::memcpy(out.uuids[i], uuid.bytes, protocol::kDeviceUuidSize);
+  }
+  out.count = static_cast<uint32_t>(count);
+  return out;
 }
 
 }  // namespace gpushare::shim

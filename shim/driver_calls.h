@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda_api.h"
+#include "gpushare/protocol/wire.h"
 
 namespace gpushare::shim {
 
@@ -13,6 +14,7 @@ struct DriverCalls {
   CUresult (*ctx_set_current)(CUcontext);
   CUresult (*ctx_synchronize)();
   CUresult (*device_get_count)(int*);
+  CUresult (*device_get_uuid)(CUuuid*, CUdevice);  // cuDeviceGetUuid_v2, else cuDeviceGetUuid
   CUresult (*prefetch_v2)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
   CUresult (*prefetch_v1)(CUdeviceptr, size_t, CUdevice, CUstream);  // before CUDA 12.2
   CUresult (*advise_v2)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
@@ -37,5 +39,9 @@ const DriverCalls& driver_calls();
 // ABI version the driver has.
 CUresult prefetch(CUdeviceptr ptr, size_t bytes, int device);
 CUresult advise_preferred(CUdeviceptr ptr, size_t bytes, int device);
+
+// The UUID of every CUDA ordinal of the process (shim/visible_devices.h). Count 0 when the driver
+// cannot tell (no such entry point, a failed call).
+protocol::DeviceUuids device_uuids();
 
 }  // namespace gpushare::shim

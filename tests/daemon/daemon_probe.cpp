@@ -3,6 +3,7 @@
 // one command per line on stdin, answering one line on stdout:
 //
 //   init                       cuInit + context          -> "ok"
+//   use-device <ordinal>       that device's primary context made current -> "ok"
 //   alloc <bytes>              cuMemAlloc_v2              -> "ok <pointer>"
 //   free <pointer>             cuMemFree_v2               -> "ok"
 //   launch <count> <us>        cuLaunchKernel spin_<us>   -> "ok"
@@ -107,6 +108,17 @@ struct Probe {
       if (std::string error = gpushare::clients::init_context(cu, &module); !error.empty())
         return error;
       adopt_new_block();
+      return "ok";
+    }
+    if (command == "use-device") {
+      int ordinal = -1;
+      in >> ordinal;
+      CUdevice device;
+      CUcontext context;
+      if (cu.device_get(&device, ordinal) != CUDA_SUCCESS ||
+          cu.primary_ctx_retain(&context, device) != CUDA_SUCCESS ||
+          cu.ctx_set_current(context) != CUDA_SUCCESS)
+        return "error context";
       return "ok";
     }
     if (command == "alloc") {

@@ -80,6 +80,9 @@ class Daemon {
   std::string config_path;
   std::string log_path;
   std::vector<std::string> extra_args;  // after --config, e.g. {"--proc-root", dir}
+  // Added to its environment, e.g. the fake NVML's LD_LIBRARY_PATH and device file, so that it has
+  // an inventory of the fake's devices.
+  std::map<std::string, std::string> extra_env;
 
  private:
   ChildProcess process_;

@@ -106,6 +106,13 @@ TEST(ShimLink, ADeadDaemonNeverLeavesTheShimPaused) {
   ASSERT_EQ(protocol::send_frame(client, protocol::MessageType::register_reply, &reply,
                                  sizeof reply, block.memfd()),
             protocol::SendResult::sent);
+  // Then it asks where its devices are (docs/protocol.md, "Devices"): the fake's one device is 0.
+  uint8_t uuids[sizeof(protocol::FrameHeader) + sizeof(protocol::DeviceUuids)];
+  ASSERT_EQ(recv(client, uuids, sizeof uuids, 0), static_cast<ssize_t>(sizeof uuids));
+  protocol::DeviceMap map{};
+  map.count = 1;
+  ASSERT_EQ(protocol::send_frame(client, protocol::MessageType::device_map, &map, sizeof map),
+            protocol::SendResult::sent);
   ASSERT_EQ(probe.read_line(20s).value_or(""), "ok");
 
   // Paused: the launch waits at the gate.

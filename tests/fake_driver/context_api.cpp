@@ -13,6 +13,7 @@
 
 #include "driver_objects.h"
 #include "simulated_device.h"
+#include "visible_devices.h"
 
 namespace gpushare::fake {
 namespace {
@@ -20,6 +21,10 @@ std::atomic<bool> g_initialized{false};
 thread_local Context* t_current = nullptr;
 Context g_primary[kMaxDevices];
 std::mutex g_primary_lock;
+// The physical device of each ordinal: CUDA_VISIBLE_DEVICES, read once by the first cuInit, as
+// the real driver does. Written before g_initialized is set, read only after.
+std::vector<int> g_visible;
+std::once_flag g_visible_once;
 
 #define REQUIRE_INIT() \
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
@@ -98,7 +103,17 @@ Context* primary_context(int device) {
 }
 
 bool valid_device(CUdevice device) {
-  return device >= 0 && device < device_count();
+  return physical_device(device) >= 0;
+}
+
+int physical_device(CUdevice ordinal) {
+  return ordinal >= 0 && static_cast<size_t>(ordinal) < g_visible.size() ? g_visible[ordinal] : -1;
+}
+
+CUdevice ordinal_of(int physical) {
+  for (size_t i = 0; i < g_visible.size(); ++i)
+    if (g_visible[i] == physical) return static_cast<CUdevice>(i);
+  return -1;
 }
 
 CUresult current_device(int* device) {
@@ -136,6 +151,12 @@ extern "C" {
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (open_device_file() == nullptr || device_count() == 0) return CUDA_ERROR_NO_DEVICE;
+  std::call_once(g_visible_once, [] {
+    std::vector<gpushare::protocol::DeviceUuid> uuids;
+    for (int d = 0; d < device_count(); ++d) uuids.push_back(device_uuid(d));
+    g_visible = visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"), uuids);
+  });
+  if (g_visible.empty()) return CUDA_ERROR_NO_DEVICE;
   mark_initialized();
   return CUDA_SUCCESS;
 }
@@ -157,7 +178,7 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 CUresult cuDeviceGetCount(int* count) {
   REQUIRE_INIT();
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = device_count();
+  *count = static_cast<int>(g_visible.size());
   return CUDA_SUCCESS;
 }
 
@@ -165,8 +186,24 @@ CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
   REQUIRE_INIT();
   if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
-  std::snprintf(name, static_cast<size_t>(length), "gpushare fake device %d", device);
+  std::snprintf(name, static_cast<size_t>(length), "gpushare fake device %d",
+                physical_device(device));
   return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) {
+  REQUIRE_INIT();
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  const gpushare::protocol::DeviceUuid bytes = device_uuid(physical_device(device));
+  static_assert(sizeof uuid->bytes == bytes.size());
+  std::memcpy(uuid->bytes, bytes.data(), bytes.size());
+  return CUDA_SUCCESS;
+}
+
+// The first version: the same 16 bytes (the real one differs only for MIG instances).
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+  return cuDeviceGetUuid_v2(uuid, device);
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
@@ -174,7 +211,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(g_primary_lock);
-  Context* c = primary_context(device);
+  Context* c = primary_context(physical_device(device));
   ++c->primary_refs;
   *context = reinterpret_cast<CUcontext>(c);
   return CUDA_SUCCESS;
@@ -184,7 +221,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   REQUIRE_INIT();
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(g_primary_lock);
-  Context* c = primary_context(device);
+  Context* c = primary_context(physical_device(device));
   if (c->primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
   --c->primary_refs;
   return CUDA_SUCCESS;
@@ -199,7 +236,7 @@ CUresult cuCtxCreate_v2(CUcontext* context, unsigned int /*flags*/, CUdevice dev
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
   auto* c = new Context;
-  c->device = device;
+  c->device = physical_device(device);
   t_current = c;  // the real driver pushes the new context onto the thread's stack
   *context = reinterpret_cast<CUcontext>(c);
   return CUDA_SUCCESS;
@@ -231,7 +268,10 @@ CUresult cuCtxGetCurrent(CUcontext* context) {
 CUresult cuCtxGetDevice(CUdevice* device) {
   REQUIRE_INIT();
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return current_device(device);
+  int physical = 0;
+  if (CUresult r = current_device(&physical); r != CUDA_SUCCESS) return r;
+  *device = ordinal_of(physical);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuCtxSynchronize() {

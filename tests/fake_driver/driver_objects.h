@@ -41,6 +41,8 @@ struct Tagged {
   Tag tag = T;
 };
 
+// Devices in objects are physical indices; CUdevice values at the API are the process's ordinals
+// (CUDA_VISIBLE_DEVICES), translated where they cross it.
 struct Context : Tagged<Tag::context> {
   int device = 0;
   bool primary = false;
@@ -135,6 +137,9 @@ CUresult stream_device(CUstream stream, int* device);
 // simplification: they wait for, and are waited for by, every stream of the process).
 uint64_t stream_tail(CUstream stream, int device);
 bool valid_device(CUdevice device);
+// The physical device of an ordinal (-1: not one of this process's), and back (-1: not visible).
+int physical_device(CUdevice ordinal);
+CUdevice ordinal_of(int physical);
 
 uint64_t now_ns();
 }  // namespace gpushare::fake

@@ -261,7 +261,7 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
   REQUIRE_INIT();
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = memory_info(device).capacity_bytes;
+  *bytes = memory_info(physical_device(device)).capacity_bytes;
   return CUDA_SUCCESS;
 }
 
@@ -274,7 +274,7 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
   REQUIRE_INIT();
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(&pools[device]);
+  *pool = reinterpret_cast<CUmemoryPool>(&pools[physical_device(device)]);
   return CUDA_SUCCESS;
 }
 

@@ -1,6 +1,8 @@
-// Fake libnvidia-ml.so.1: the few NVML calls that report device memory, answering from the same
-// simulated devices as the fake libcuda.so.1 (so nvidia-smi-style readers see what CUDA used).
+// Fake libnvidia-ml.so.1: the few NVML calls that report device memory and identity, answering from
+// the same simulated devices as the fake libcuda.so.1 (so nvidia-smi-style readers see what CUDA
+// used).
 #include <atomic>
+#include <cstring>
 
 #include "cuda_api.h"
 #include "simulated_device.h"
@@ -12,6 +14,7 @@ struct nvmlDevice_st {
 namespace {
 // NVML return codes (nvml.h).
 constexpr nvmlReturn_t kInvalidArgument = 2;
+constexpr nvmlReturn_t kInsufficientSize = 7;
 constexpr nvmlReturn_t kDriverNotLoaded = 9;
 constexpr nvmlReturn_t kArgumentVersionMismatch = 25;
 // NVML_STRUCT_VERSION(Memory, 2): the struct's size with the version in the top byte.
@@ -67,6 +70,19 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   if (nvmlReturn_t r = device_index(device, &i); r != kNvmlSuccess) return r;
   if (index == nullptr) return kInvalidArgument;
   *index = static_cast<unsigned int>(i);
+  return kNvmlSuccess;
+}
+
+// NVML numbers devices physically and ignores CUDA_VISIBLE_DEVICES, like the real one: the UUID
+// of index i is the one the fake libcuda.so.1 gives for whichever ordinal is physical device i.
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  int index = 0;
+  if (nvmlReturn_t r = device_index(device, &index); r != kNvmlSuccess) return r;
+  if (uuid == nullptr) return kInvalidArgument;
+  if (length < gpushare::protocol::kDeviceUuidTextSize) return kInsufficientSize;
+  char text[gpushare::protocol::kDeviceUuidTextSize];
+  gpushare::protocol::format_device_uuid(gpushare::fake::device_uuid(index), text);
+  std::memcpy(uuid, text, sizeof text);
   return kNvmlSuccess;
 }
 

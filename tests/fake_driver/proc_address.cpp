@@ -40,6 +40,8 @@ const ProcSymbol kSymbols[] = {
   SYMBOL(cuDeviceGet, 2000, cuDeviceGet),
   SYMBOL(cuDeviceGetCount, 2000, cuDeviceGetCount),
   SYMBOL(cuDeviceGetName, 2000, cuDeviceGetName),
+  SYMBOL(cuDeviceGetUuid, 9020, cuDeviceGetUuid),
+  SYMBOL(cuDeviceGetUuid, 11040, cuDeviceGetUuid_v2),
   SYMBOL(cuDeviceTotalMem, 3020, cuDeviceTotalMem_v2),
   SYMBOL(cuDeviceGetDefaultMemPool, 11020, cuDeviceGetDefaultMemPool),
   SYMBOL(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain),

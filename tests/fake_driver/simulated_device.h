@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "device_file.h"
+#include "simulated_uuid.h"
 
 namespace gpushare::fake {
 

@@ -79,7 +79,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (!valid_device(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
-  int device = prop->location.id;
+  int device = physical_device(prop->location.id);
   if (account_alloc(device, bytes, false) != MemoryResult::ok) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = memfd_create("gpushare-fake-vmm", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {

@@ -88,6 +88,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case MessageType::mem_reply:
       sink = decode<protocol::MemReply>(payload).status;
       break;
+    case MessageType::device_uuids:
+      sink = decode<protocol::DeviceUuids>(payload).count;
+      break;
+    case MessageType::device_map:
+      sink = decode<protocol::DeviceMap>(payload).count;
+      break;
   }
   return 0;
 }

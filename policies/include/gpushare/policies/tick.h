@@ -67,7 +67,10 @@ struct DeviceTick {
 };
 
 // Observes every job of a device (`history[i]` belongs to `jobs[i]`), lets `policy` decide, and
-// turns its gates into control values.
+// turns its gates into control values: the whole tick where jobs have one device (the
+// simulator). The daemon, whose jobs may span devices, observes each job once, lets each of its
+// devices' policies decide, and turns the strictest of their gates into control values with the
+// same observe and control_for.
 DeviceTick tick_device(Policy& policy, const std::vector<JobCounters>& jobs,
                        const std::vector<JobHistory*>& history, uint64_t now_ns,
                        uint64_t window_ns);

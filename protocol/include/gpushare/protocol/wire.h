@@ -43,6 +43,10 @@ enum class MessageType : uint16_t {
   // an MPS client, at which priority, through which pipe directory (docs/mps.md). mps_reply.
   mps_query = 8,
   mps_reply = 9,
+  // shim -> daemon after each registration: the UUID of every device the process sees, in CUDA
+  // ordinal order. Answered by device_map: the physical index of each (docs/protocol.md).
+  device_uuids = 10,
+  device_map = 11,
   ctl_request = 16,  // gpusharectl -> daemon, JSON; answered by ctl_reply, JSON
   ctl_reply = 17,
   error = 32,  // daemon -> any client, just before it closes the connection
@@ -162,6 +166,22 @@ struct MpsReply {
   char message[kMessageSize];                  // why, for the shim's log line
 };
 
+// What the driver says each CUDA ordinal of the process is (cuDeviceGetUuid_v2): the daemon
+// alone can tell which physical device that is, since CUDA_VISIBLE_DEVICES and a container's own
+// device list renumber ordinals per process.
+inline constexpr size_t kDeviceUuidSize = 16;
+struct DeviceUuids {
+  uint32_t count;     // ordinals the process sees, 1..kMaxDevices
+  uint32_t reserved;  // 0
+  uint8_t uuids[kMaxDevices][kDeviceUuidSize];  // uuids[i]: ordinal i; unused entries 0
+};
+inline constexpr int32_t kUnknownDevice = -1;
+struct DeviceMap {
+  uint32_t count;     // the request's count
+  uint32_t reserved;  // 0
+  int32_t physical[kMaxDevices];  // physical index of ordinal i, or kUnknownDevice
+};
+
 struct ErrorReply {
   uint32_t code;  // ErrorCode
   char message[kMessageSize];
@@ -180,6 +200,8 @@ static_assert(sizeof(DeviceInfo) == 16);
 static_assert(sizeof(AllocSite) == 8 + kSiteTextSize);
 static_assert(sizeof(MpsQuery) == 8 + kJobNameSize);
 static_assert(sizeof(MpsReply) == 16 + kMpsPipeDirectorySize + kMessageSize);
+static_assert(sizeof(DeviceUuids) == 8 + kMaxDevices * kDeviceUuidSize);
+static_assert(sizeof(DeviceMap) == 8 + 4 * kMaxDevices);
 
 // What is wrong with a received frame, checked before its payload is looked at.
 enum class FrameError {
@@ -237,6 +259,10 @@ inline constexpr size_t expected_payload_size(MessageType t) {
       return sizeof(MpsQuery);
     case MessageType::mps_reply:
       return sizeof(MpsReply);
+    case MessageType::device_uuids:
+      return sizeof(DeviceUuids);
+    case MessageType::device_map:
+      return sizeof(DeviceMap);
     case MessageType::error:
       return sizeof(ErrorReply);
     case MessageType::ctl_request:
