@@ -37,7 +37,12 @@ std::string devices_text(const std::vector<int>& devices) {
 // by the cgroup parser (hex and dashes only), so it can be logged as is.
 std::string pod_text(const std::optional<PodIdentity>& pod) {
   if (!pod) return "";
-  return " pod=" + pod->pod_uid + " container=" + pod->container_id + " qos=" + qos_name(pod->qos);
+  std::string text =
+      " pod=" + pod->pod_uid + " container=" + pod->container_id + " qos=" + qos_name(pod->qos);
+  if (pod->resource) text += " resource=" + *pod->resource;
+  if (pod->pod_namespace && pod->pod_name)
+    text += " pod_name=" + *pod->pod_namespace + "/" + *pod->pod_name;
+  return text;
 }
 
 // Why a registration is malformed, or "" when it is well formed.
@@ -84,6 +89,20 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
     warn_limited("uid=" + std::to_string(c.peer.uid) + " cgroup",
                  "register pid=" + std::to_string(c.peer.pid) + " uid=" +
                      std::to_string(c.peer.uid) + ": no pod identity: " + cgroup.problem);
+  // Its allocation, from the token file the device plugin mounted into its container.
+  if (job.peer.pod && config_.kubernetes.allocations) {
+    AllocationLookup held =
+        allocation_of_process(*config_.kubernetes.allocations, proc_root_, c.peer.pid);
+    if (held.allocation) {
+      job.peer.pod->resource = held.allocation->resource;
+      job.peer.pod->pod_namespace = held.allocation->pod_namespace;
+      job.peer.pod->pod_name = held.allocation->pod_name;
+      job.peer.pod->container_name = held.allocation->container;
+    }
+    if (!held.problem.empty())
+      warn_limited("allocations", "register pid=" + std::to_string(c.peer.pid) +
+                                      ": no allocation: " + held.problem);
+  }
 
   std::string message = "registered";
   if (job.requested == JobClass::production && !production_rule_for(config_, job.peer, job.name)) {
