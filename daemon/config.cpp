@@ -293,8 +293,7 @@ ConfigResult parse_config(std::string_view text) {
     c.known_keys(
         "", doc,
         {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level",
-         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory", "metrics",
-         "kubernetes"});
+         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory", "metrics", "kubernetes"});
     if (doc.contains("kubernetes"))
       parse_kubernetes_config(doc["kubernetes"], &config.kubernetes, &c.errors);
     if (doc.contains("memory")) parse_memory_config(doc["memory"], &config.memory, &c.errors);

@@ -109,10 +109,11 @@ TEST(Config, PolicyParametersAreCheckedByThePolicyItself) {
 }
 
 TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {
-  EXPECT_EQ(errors_of(R"({"tick": 50})"),
-            "tick: unknown field (expected one of: admin_group, kubernetes, log_level, max_clients, "
-            "memory, metrics, mps, mps_pipe_directory, mps_thread_percentage, policy, production, "
-            "socket, tick_ms)");
+  EXPECT_EQ(
+      errors_of(R"({"tick": 50})"),
+      "tick: unknown field (expected one of: admin_group, kubernetes, log_level, max_clients, "
+      "memory, metrics, mps, mps_pipe_directory, mps_thread_percentage, policy, production, "
+      "socket, tick_ms)");
   EXPECT_EQ(errors_of(R"({"socket": {"pth": "/x"}})"),
             "socket.pth: unknown field (expected one of: group, mode, path)");
 }

@@ -132,16 +132,15 @@ TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
   const std::string production_token(32, 'c');
   std::filesystem::create_directories(dir / "plugin/tokens");
   std::ofstream(dir / ("plugin/tokens/" + production_token)) << "{}";
-  std::ofstream(dir / "plugin/allocations.json")
-      << json{{"version", 1},
-              {"allocations",
-               {{{"token", production_token},
-                 {"resource", "gpushare.io/production"},
-                 {"devices", {"0-s0"}},
-                 {"namespace", "serving"},
-                 {"pod", "inference-0"},
-                 {"container", "server"}}}}}
-             .dump();
+  std::ofstream(dir / "plugin/allocations.json") << json{
+      {"version", 1},
+      {"allocations",
+       {{{"token", production_token},
+         {"resource", "gpushare.io/production"},
+         {"devices", {"0-s0"}},
+         {"namespace", "serving"},
+         {"pod", "inference-0"},
+         {"container", "server"}}}}}.dump();
   std::filesystem::permissions(dir / "plugin/allocations.json", std::filesystem::perms(0644));
   Daemon daemon(dir, {{"production",
                        {{{"pod_uid", kServeUid}, {"job", "serve"}},
