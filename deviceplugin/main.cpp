@@ -3,6 +3,7 @@
 // with the kubelet's PodResources. The main thread polls the kubelet's socket and waits for
 // SIGTERM; a second thread lists PodResources.
 #include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -79,6 +80,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   PluginOptions options = *parsed.options;
+  // One line per event on stderr, written at once (the container's log, or a test's file).
+  auto logger = std::make_shared<spdlog::logger>("gpushare-device-plugin",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e gpushare-device-plugin %l: %v");
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   std::vector<std::string> gpus = options.gpus;
