@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
   std::string kubelet_socket = options.device_plugin_dir + "/kubelet.sock";
   SocketIdentity registered_with;
   bool waiting_logged = false;
+  std::string last_failure;  // a failure repeated at every check is logged once
   while (true) {
     SocketIdentity kubelet = socket_identity(kubelet_socket);
     bool own_present = true;
@@ -143,8 +144,11 @@ int main(int argc, char** argv) {
         for (const auto& e : endpoints) {
           std::string why;
           if (!e->serve(&why) || !e->register_with_kubelet(&why)) {
-            spdlog::warn("{}: cannot register with the kubelet at {}: {} (retrying)",
-                         e->resource().resource, kubelet_socket, why);
+            std::string failure = e->resource().resource + ": " + why;
+            if (failure != last_failure)
+              spdlog::warn("{}: cannot register with the kubelet at {}: {} (retrying)",
+                           e->resource().resource, kubelet_socket, why);
+            last_failure = failure;
             all = false;
             break;
           }
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
                        kubelet_socket, e->socket_path());
         }
         registered_with = all ? kubelet : SocketIdentity{};
+        if (all) last_failure.clear();
         break;
       }
     }

@@ -1,7 +1,10 @@
 // The device plugin's decisions without gRPC: share ids and GPUs, preferred allocations, what an
 // allocation returns, the allocation map, the kubelet watch and the command line.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "allocation_map.h"
@@ -144,6 +147,23 @@ TEST(KubeletWatch, RegistersAgainWhenTheKubeletSocketIsNewOrItsOwnSocketIsGone) 
   EXPECT_EQ(watch_action(first, first, true), WatchAction::none);
   EXPECT_EQ(watch_action(second, first, true), WatchAction::serve_and_register);
   EXPECT_EQ(watch_action(first, first, false), WatchAction::serve_and_register);
+}
+
+TEST(GpuDiscovery, ListsTheGpusInPciOrderAndNamesFoldersWithoutAUuid) {
+  char pattern[] = "/tmp/gpushare-gpus-XXXXXX";
+  std::string root = mkdtemp(pattern);
+  auto gpu = [&](const std::string& bus, const std::string& text) {
+    std::filesystem::create_directories(root + "/" + bus);
+    std::ofstream(root + "/" + bus + "/information") << text;
+  };
+  gpu("0000:41:00.0", "GPU UUID: \t " + kGpuA + "\n");
+  gpu("0000:01:00.0", "GPU UUID: \t " + kGpuB + "\n");
+  gpu("0000:81:00.0", "Model: broken\n");
+  std::vector<std::string> problems;
+  EXPECT_EQ(discover_gpus(root, &problems), (std::vector<std::string>{kGpuB, kGpuA}));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("0000:81:00.0/information: no GPU UUID line"), std::string::npos);
+  std::filesystem::remove_all(root);
 }
 
 TEST(GpuDiscovery, ReadsTheUuidOfTheDriversInformationFile) {
