@@ -275,4 +275,20 @@ AllocationLookup allocation_of_process(const std::string& map_path, const std::s
                             " in the job's root is no token of " + map_path};
 }
 
+ProcessPod pod_of_process(const std::string& proc_root, long pid,
+                          const KubernetesConfig& kubernetes) {
+  CgroupIdentity cgroup = read_pod_identity(proc_root, pid);
+  ProcessPod result{cgroup.pod, cgroup.problem, ""};
+  if (!result.pod || !kubernetes.allocations) return result;
+  AllocationLookup held = allocation_of_process(*kubernetes.allocations, proc_root, pid);
+  result.allocation_problem = held.problem;
+  if (held.allocation) {
+    result.pod->resource = held.allocation->resource;
+    result.pod->pod_namespace = held.allocation->pod_namespace;
+    result.pod->pod_name = held.allocation->pod_name;
+    result.pod->container_name = held.allocation->container;
+  }
+  return result;
+}
+
 }  // namespace gpushare::daemon

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "container_identity.h"
+
 namespace gpushare::daemon {
 
 struct ProductionRule;
@@ -64,5 +66,16 @@ struct AllocationLookup {
 // process without a token file has no allocation and no problem.
 AllocationLookup allocation_of_process(const std::string& map_path, const std::string& proc_root,
                                        long pid);
+
+struct ProcessPod {
+  std::optional<PodIdentity> pod;  // none: not in a pod
+  std::string cgroup_problem;      // non-empty: a kubepods cgroup that was refused
+  std::string allocation_problem;  // non-empty: an allocation that was refused
+};
+
+// Everything the daemon knows of process `pid`'s pod: its cgroup (container_identity.h) and,
+// when `kubernetes` names the plugin's map and the process is in a pod, its allocation.
+ProcessPod pod_of_process(const std::string& proc_root, long pid,
+                          const KubernetesConfig& kubernetes);
 
 }  // namespace gpushare::daemon

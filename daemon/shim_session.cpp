@@ -82,27 +82,17 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.granted = job.requested;
   job.devices.assign(r.devices, r.devices + r.device_count);
   job.registered = Clock::now();
-  // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message.
-  CgroupIdentity cgroup = read_pod_identity(proc_root_, c.peer.pid);
-  job.peer.pod = cgroup.pod;
-  if (!cgroup.problem.empty())
+  // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message; and
+  // its allocation, from the token the device plugin mounted into its container.
+  ProcessPod found = pod_of_process(proc_root_, c.peer.pid, config_.kubernetes);
+  job.peer.pod = found.pod;
+  if (!found.cgroup_problem.empty())
     warn_limited("uid=" + std::to_string(c.peer.uid) + " cgroup",
                  "register pid=" + std::to_string(c.peer.pid) + " uid=" +
-                     std::to_string(c.peer.uid) + ": no pod identity: " + cgroup.problem);
-  // Its allocation, from the token file the device plugin mounted into its container.
-  if (job.peer.pod && config_.kubernetes.allocations) {
-    AllocationLookup held =
-        allocation_of_process(*config_.kubernetes.allocations, proc_root_, c.peer.pid);
-    if (held.allocation) {
-      job.peer.pod->resource = held.allocation->resource;
-      job.peer.pod->pod_namespace = held.allocation->pod_namespace;
-      job.peer.pod->pod_name = held.allocation->pod_name;
-      job.peer.pod->container_name = held.allocation->container;
-    }
-    if (!held.problem.empty())
-      warn_limited("allocations", "register pid=" + std::to_string(c.peer.pid) +
-                                      ": no allocation: " + held.problem);
-  }
+                     std::to_string(c.peer.uid) + ": no pod identity: " + found.cgroup_problem);
+  if (!found.allocation_problem.empty())
+    warn_limited("allocations", "register pid=" + std::to_string(c.peer.pid) +
+                                    ": no allocation: " + found.allocation_problem);
 
   std::string message = "registered";
   if (job.requested == JobClass::production && !production_rule_for(config_, job.peer, job.name)) {

@@ -71,6 +71,12 @@ TEST(DevicePlugin, RegistersListsAllocatesAndRegistersAgainAfterAKubeletRestart)
     ASSERT_TRUE(production->GetDevicePluginOptions(&context, v1beta1::Empty(), &options).ok());
     EXPECT_TRUE(options.get_preferred_allocation_available());
     EXPECT_FALSE(options.pre_start_required());
+    // Not required, but a kubelet may call it anyway.
+    grpc::ClientContext pre_start;
+    v1beta1::PreStartContainerRequest request;
+    request.add_devices_ids(setup.gpus[0] + "-s0");
+    v1beta1::PreStartContainerResponse started;
+    EXPECT_TRUE(production->PreStartContainer(&pre_start, request, &started).ok());
   }
   const std::string& a = setup.gpus[0];
   const std::string& b = setup.gpus[1];
