@@ -33,8 +33,10 @@ std::string devices_text(const std::vector<int>& devices) {
   return text;
 }
 
-// " pod=<uid> container=<id> qos=<class>" for a job in a pod, else "". Every value was checked
-// by the cgroup parser (hex and dashes only), so it can be logged as is.
+// " pod=<uid> container=<id> qos=<class>" for a job in a pod, else "", then " resource=<name>"
+// and " pod_name=<namespace>/<name>" when the device plugin allocated it. Every value was checked
+// by the cgroup parser (hex and dashes) or the allocation map's (Kubernetes names), so it can be
+// logged as is.
 std::string pod_text(const std::optional<PodIdentity>& pod) {
   if (!pod) return "";
   std::string text =
