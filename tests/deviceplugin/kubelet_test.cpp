@@ -181,6 +181,29 @@ TEST(DevicePlugin, AnAllocationNoContainerHoldsEndsAfterTheGrace) {
             1);
 }
 
+TEST(DevicePlugin, ARestartedPluginKeepsTheAllocationsItMade) {
+  TempDir dir;
+  PluginSetup setup(dir);
+  FakeKubelet kubelet(setup.device_plugin_dir);
+  FakePodResources pods(setup.pod_resources_socket);
+  kubelet.start();
+  ChildProcess plugin = setup.start();
+  ASSERT_TRUE(kubelet.wait_for_registrations(2, 20s)) << read_file(setup.log);
+  v1beta1::AllocateResponse reply;
+  ASSERT_TRUE(allocate(*kubelet.plugin(kOpportunistic), {setup.gpus[1] + "-s2"}, &reply).ok());
+  std::string token = read_map(setup)["allocations"][0]["token"];
+  plugin.signal(SIGKILL);  // no chance to clean up
+  plugin.wait();
+  // The kubelet mounts the same token into a restarted container: it must still be there.
+  ChildProcess again = setup.start();
+  ASSERT_TRUE(kubelet.wait_for_registrations(4, 20s)) << read_file(setup.log);
+  json map = read_map(setup);
+  ASSERT_EQ(map["allocations"].size(), 1u) << map.dump();
+  EXPECT_EQ(map["allocations"][0]["token"], token);
+  EXPECT_EQ(map["allocations"][0]["resource"], kOpportunistic);
+  EXPECT_TRUE(std::filesystem::exists(setup.state_dir + "/tokens/" + token));
+}
+
 TEST(DevicePlugin, WaitsForAKubeletThatIsNotThereAndForPodResourcesThatDoNotAnswer) {
   TempDir dir;
   PluginSetup setup(dir);
