@@ -47,7 +47,8 @@ AllocationMap map_allocations(const std::vector<AllocationToken>& tokens,
     if (pods)
       for (const auto& c : *pods)
         if (holds_all(c, *t)) m.holder = c;
-    if (pods && !m.holder && now - t->created > grace_seconds) {
+    if (m.holder) m.token.last_held = now;
+    if (pods && !m.holder && now - std::max(t->created, t->last_held) > grace_seconds) {
       map.dead.push_back(t->id);
       continue;
     }

@@ -3,7 +3,9 @@
 // which ids. Joining the two gives the map the daemon reads (gpushare/protocol/pod_allocation.h),
 // and says which tokens are dead: superseded (a newer allocation holds one of their ids, which the
 // kubelet hands out to one container at a time) or unheld past a grace period (the pod is gone,
-// or the kubelet never started the container).
+// or the kubelet never started the container). Unheld means unheld for the whole grace period
+// since the token was made or last seen held: a kubelet that has just restarted lists only the
+// pods it has synced so far, and must not end the allocations of the others.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,8 @@ struct AllocationToken {
   std::string id;        // 32 lowercase hex, also the token file's name
   std::string resource;  // "gpushare.io/production"
   std::vector<std::string> devices;
-  int64_t created = 0;  // unix seconds
+  int64_t created = 0;    // unix seconds
+  int64_t last_held = 0;  // unix seconds PodResources last showed it held; not in the file
   bool operator==(const AllocationToken&) const = default;
 };
 
@@ -41,7 +44,7 @@ struct AllocationMap {
 };
 
 // `pods`: the last List answer; none when the kubelet could not be asked, in which case no token
-// is declared unheld (superseded ones still are).
+// is declared unheld (superseded ones still are). Tokens seen held get last_held = now in `live`.
 AllocationMap map_allocations(const std::vector<AllocationToken>& tokens,
                               const std::optional<std::vector<PodContainer>>& pods, int64_t now,
                               int64_t grace_seconds);

@@ -91,9 +91,10 @@ bool AllocationStore::open(std::string* error) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
-    if (auto token = token_from_json(name, text.str()))
+    if (auto token = token_from_json(name, text.str())) {
+      token->last_held = unix_now();  // held until PodResources says otherwise for a grace
       tokens_.push_back(*token);
-    else
+    } else
       spdlog::warn("{}: not a token this plugin wrote; left alone", entry.path().string());
   }
   if (ec) return *error = token_dir() + ": " + ec.message(), false;
@@ -124,6 +125,9 @@ void AllocationStore::update(const std::optional<std::vector<PodContainer>>& pod
 
 bool AllocationStore::publish_locked(std::string* error) {
   AllocationMap map = map_allocations(tokens_, pods_, unix_now(), grace_seconds_);
+  for (auto& t : tokens_)
+    for (const auto& m : map.live)
+      if (m.token.id == t.id) t.last_held = m.token.last_held;
   for (const auto& id : map.dead) {
     ::unlink((token_dir() + "/" + id).c_str());
     std::erase_if(tokens_, [&](const AllocationToken& t) { return t.id == id; });

@@ -130,6 +130,19 @@ TEST(AllocationMap, AnUnheldTokenEndsAfterTheGraceOnlyWhenPodResourcesAnswered) 
   EXPECT_EQ(map_allocations(tokens, std::nullopt, 10000, 300).live.size(), 1u);
 }
 
+TEST(AllocationMap, ATokenHeldLongAgoLivesAGraceAfterItWasLastSeenHeld) {
+  // A kubelet that has just restarted lists only some pods: a long-held token outlives that.
+  std::vector<AllocationToken> tokens = {{"aa", "gpushare.io/production", {"0-s0"}, 100}};
+  std::vector<PodContainer> holding = {
+      held("serving", "infer", "server", "gpushare.io/production", {"0-s0"})};
+  AllocationMap seen = map_allocations(tokens, holding, 5000, 300);
+  ASSERT_EQ(seen.live.size(), 1u);
+  EXPECT_EQ(seen.live[0].token.last_held, 5000);
+  tokens[0].last_held = 5000;
+  EXPECT_EQ(map_allocations(tokens, std::vector<PodContainer>{}, 5100, 300).live.size(), 1u);
+  EXPECT_EQ(map_allocations(tokens, std::vector<PodContainer>{}, 5301, 300).dead.size(), 1u);
+}
+
 TEST(AllocationMap, TokensReadBackAsWritten) {
   AllocationToken t{"aa", "gpushare.io/production", {"0-s0", "1-s1"}, 1234};
   EXPECT_EQ(token_from_json("aa", token_json(t)), t);
