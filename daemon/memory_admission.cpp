@@ -1,4 +1,5 @@
-// Admission of declared memory against the device capacity and the jobs' limits (docs/memory.md).
+// Admission of declared memory against the device capacity and the jobs' limits (docs/memory.md):
+// the I/O around policies::decide_admission, which makes the decision.
 // A declaration arrives BEFORE the allocation is made; the reply admits or refuses it (the shim
 // then returns CUDA_ERROR_OUT_OF_MEMORY), or is deferred while opportunistic jobs move their
 // memory to host to make room for a production allocation.
@@ -6,6 +7,7 @@
 
 #include <algorithm>
 
+#include "gpushare/policies/admission.h"
 #include "logging.h"
 #include "server.h"
 
@@ -89,50 +91,62 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     return admit();
 
   const MemoryConfig& config = config_.memory;
-  if (auto limit = job_limit(config, job); limit && job_bytes(job, device) + m.bytes > *limit)
-    return refuse("over its limit of " + std::to_string(*limit) + " bytes");
-  std::optional<uint64_t> capacity = memory_.capacity(config, device);
-  if (!capacity) return admit();  // capacity not known (no device info, none configured)
-  DeviceMemoryUse use = device_use(registry_, device);
-  bool swappable = has(m.flags, MemDeclareFlags::swappable);
-
-  if (job.granted == JobClass::opportunistic) {
-    SwapState s = job.memory_state.state;
-    // Its memory is (going) on the host: the new allocation joins it there.
-    if (swappable && (s == SwapState::swapping_out || s == SwapState::swapped_out)) return admit();
-    if (use.resident + pending_bytes(memory_, device) + m.bytes <= *capacity) return admit();
-    if (!swappable) return refuse("the device is full (" + std::to_string(*capacity) + " bytes)");
-    // Opportunistic jobs wait instead of failing: admitted, and moved to host until room returns.
-    admit();
-    request_residency(job, /*to_host=*/true, Clock::now());
-    return;
+  const bool opportunistic = job.granted == JobClass::opportunistic;
+  const SwapState state = job.memory_state.state;
+  policies::AdmissionRequest request{
+      .job_class = job.granted,
+      .bytes = m.bytes,
+      .movable = has(m.flags, MemDeclareFlags::swappable),
+      .job_on_host = state == SwapState::swapping_out || state == SwapState::swapped_out,
+      .job_bytes = job_bytes(job, device),
+      .limit = job_limit(config, job)};
+  std::optional<policies::DeviceMemory> memory;
+  if (std::optional<uint64_t> capacity = memory_.capacity(config, device)) {
+    const DeviceMemoryUse use = device_use(registry_, device);
+    memory = policies::DeviceMemory{.capacity = *capacity,
+                                    .resident = use.resident,
+                                    .evictable = use.evictable,
+                                    .leaving = use.leaving,
+                                    .waiting = pending_bytes(memory_, device)};
   }
-
-  // Production: waits behind earlier production allocations of the device, then takes what
-  // opportunistic jobs hold if it must.
-  uint64_t waiting = pending_bytes(memory_, device);
-  if (waiting == 0 && use.resident + m.bytes <= *capacity) return admit();
-  uint64_t fixed = use.resident - use.evictable - use.leaving;
-  if (fixed + waiting + m.bytes > *capacity)
-    return refuse("production memory would exceed the capacity of " + std::to_string(*capacity) +
-                  " bytes even with every opportunistic job on host");
-  // Victims: the opportunistic jobs holding the most swappable memory, until it fits.
-  int64_t excess = static_cast<int64_t>(use.resident - use.leaving + waiting + m.bytes) -
-                   static_cast<int64_t>(*capacity);
-  std::vector<Job*> candidates;
-  for (auto& [id, other] : registry_.jobs()) {
-    SwapState s = other.memory_state.state;
-    if (other.granted == JobClass::opportunistic && job_swappable(other, device) > 0 &&
-        (s == SwapState::resident || s == SwapState::swapping_in))
-      candidates.push_back(&other);
+  std::vector<policies::SwapCandidate> candidates;
+  if (!opportunistic) {
+    for (auto& [id, other] : registry_.jobs()) {
+      const SwapState s = other.memory_state.state;
+      if (other.granted == JobClass::opportunistic &&
+          (s == SwapState::resident || s == SwapState::swapping_in))
+        candidates.push_back({id, job_swappable(other, device)});
+    }
   }
-  std::sort(candidates.begin(), candidates.end(), [device](const Job* a, const Job* b) {
-    return job_swappable(*a, device) > job_swappable(*b, device);
-  });
+  const policies::Admission decision =
+      policies::decide_admission(request, memory, std::move(candidates));
+
+  using policies::AdmissionVerdict;
+  switch (decision.verdict) {
+    case AdmissionVerdict::admit:
+      return admit();
+    case AdmissionVerdict::admit_on_host:
+      // Opportunistic jobs wait instead of failing: admitted, and moved to host until room returns.
+      admit();
+      request_residency(job, /*to_host=*/true, Clock::now());
+      return;
+    case AdmissionVerdict::refuse_over_limit:
+      return refuse("over its limit of " + std::to_string(request.limit.value_or(0)) + " bytes");
+    case AdmissionVerdict::refuse_device_full:
+      return refuse("the device is full (" + std::to_string(memory->capacity) + " bytes)");
+    case AdmissionVerdict::refuse_beyond_capacity:
+      return refuse("production memory would exceed the capacity of " +
+                    std::to_string(memory->capacity) +
+                    " bytes even with every opportunistic job on host");
+    case AdmissionVerdict::wait_for_room:
+      break;
+  }
+  // Production waits behind earlier production allocations of the device while the chosen
+  // opportunistic jobs move to host.
   Clock::time_point now = Clock::now();
-  for (Job* victim : candidates) {
-    if (excess <= 0) break;
-    excess -= static_cast<int64_t>(job_swappable(*victim, device));
+  for (uint64_t victim_id : decision.swap_out) {
+    Job* victim = registry_.find(victim_id);
+    if (!victim) continue;
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
                  log_text(victim->name), victim->id, device, job_swappable(*victim, device),
                  log_text(job.name));

@@ -1,7 +1,6 @@
 // Moving opportunistic jobs' memory between device and host (docs/memory.md): the requests
 // written into the control blocks, their acknowledgements, the production allocations waiting
 // for them, the order of swap-in (policies/swap_order.h), and the jobs' views of memory.
-#include <linux/futex.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <climits>
 #include <set>
 
+#include "gpushare/protocol/futex.h"
 #include "gpushare/policies/swap_order.h"
 #include "logging.h"
 #include "server.h"
@@ -27,9 +27,7 @@ constexpr double kRewardWindowSeconds = 5.0;
 // (it only scales every penalty alike, so it cannot change the order between unmeasured jobs).
 constexpr double kDefaultBytesPerSecond = 25e9;
 
-void wake(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
+void wake(std::atomic<uint32_t>& word) { protocol::futex_wake_all(&word); }
 
 void set_memory_pause(protocol::ControlBlock* b, bool paused) {
   if (paused)

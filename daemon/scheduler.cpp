@@ -7,21 +7,11 @@
 #include <set>
 #include <vector>
 
+#include "gpushare/policies/tick.h"
+
 namespace gpushare::daemon {
 
 namespace {
-
-// Kernels completed since the last tick, from the shim's completed launch number (untrusted: it
-// may not pass the launches counted, nor go backwards within one registration). Nothing until
-// two samples of a tracking shim exist.
-std::optional<uint64_t> completed_in_window(std::optional<uint64_t>& previous,
-                                            std::optional<uint64_t> now, uint64_t launches) {
-  std::optional<uint64_t> before = previous;
-  if (now) now = std::min(*now, launches);
-  previous = now;
-  if (!now || !before || *now < *before) return std::nullopt;
-  return *now - *before;
-}
 
 Scheduler::DeviceStatus status_of(const policies::Policy& policy,
                                   const policies::DeviceObservation& observation,
@@ -83,39 +73,35 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_tick_).count());
   last_tick_ = now;
 
-  // Observations per device. Counters come from client memory: a counter that went backwards
-  // (a scribbled block) counts as no work in this window.
-  std::map<int, policies::DeviceObservation> observed;
+  // Each job's counters, by device. Counters come from client memory: policies::observe trusts
+  // none of them (a counter that went backwards counts as no work in this window).
+  struct DeviceJobs {
+    std::vector<policies::JobCounters> counters;
+    std::vector<policies::JobHistory*> history;
+  };
+  std::map<int, DeviceJobs> observed;
   std::map<uint64_t, Job*> by_id;
-  std::map<uint64_t, uint64_t> window_launches;  // by job id
   std::set<uint64_t> alive;
   for (auto& [id, job] : registry.jobs()) {
     if (!job.block.valid()) continue;
     alive.insert(id);
     by_id[id] = &job;
     Seen& seen = seen_[id];
-    uint64_t launches = job.block.launches();
-    uint64_t waits = job.block.gate_waits();
-    policies::JobObservation o;
-    o.job_id = id;
-    o.job_class = job.granted == protocol::JobClass::production
-                      ? policies::JobClass::production
-                      : policies::JobClass::opportunistic;
-    o.launches = seen.first || launches < seen.launches ? 0 : launches - seen.launches;
-    o.gate_waits = seen.first || waits < seen.gate_waits ? 0 : waits - seen.gate_waits;
-    // The shim publishes its in-flight count at each launch it makes under a bound: without a
-    // bound, or without a launch in this window, the value may be stale, so it is not passed on.
-    if (seen.max_in_flight > 0 && o.launches > 0) o.in_flight = job.block.in_flight();
-    o.completed = completed_in_window(seen.completed, job.block.completed_launches(), launches);
-    if (seen.relayed) o.in_flight_ns = std::min(seen.in_flight_ns, window_ns);
+    policies::JobCounters c;
+    c.job_id = id;
+    c.job_class = job.granted;
+    c.launches = job.block.launches();
+    c.gate_waits = job.block.gate_waits();
+    c.completed_launches = job.block.completed_launches();
+    // The shim publishes its in-flight count at each launch it makes under a bound.
+    c.in_flight = job.block.in_flight();
+    c.bounded = seen.max_in_flight > 0;
+    if (seen.relayed) c.in_flight_ns = seen.in_flight_ns;
     seen.relayed = false;
     seen.in_flight_ns = 0;
-    window_launches[id] = o.launches;
-    seen.launches = launches;
-    seen.gate_waits = waits;
-    seen.first = false;
-    policies::DeviceObservation& device = observed[device_of(job)];
-    device.jobs.push_back(o);
+    DeviceJobs& device = observed[device_of(job)];
+    device.counters.push_back(c);
+    device.history.push_back(&seen.history);
   }
   for (auto it = seen_.begin(); it != seen_.end();)
     it = alive.count(it->first) ? std::next(it) : seen_.erase(it);
@@ -126,12 +112,13 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
   status_.clear();
   uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
-  for (auto& [device, observation] : observed) {
+  for (auto& [device, jobs] : observed) {
     DevicePolicy* slot = policy_for(device, choice_for(device));
     if (!slot) continue;
-    observation.now_ns = now_ns;
-    observation.window_ns = window_ns;
-    std::vector<policies::Gate> gates = slot->policy->decide(observation);
+    const policies::DeviceTick t =
+        policies::tick_device(*slot->policy, jobs.counters, jobs.history, now_ns, window_ns);
+    const policies::DeviceObservation& observation = t.observation;
+    const std::vector<policies::Gate>& gates = t.gates;
     if (spdlog::should_log(spdlog::level::trace)) {
       // One line per device and tick: what the policy saw and what it decided (for tuning).
       std::string line;
@@ -169,17 +156,17 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // The relay samples this device's production jobs (fine marks, frequent polls) while some job
     // is idle-gated or the policy measures production's busy time.
     const bool relayed = !idle.gated.empty() || measured;
-    for (const policies::Gate& gate : gates) {
-      auto job = by_id.find(gate.job_id);
+    std::map<uint64_t, uint64_t> window_launches;  // by job id
+    for (const policies::JobObservation& o : observation.jobs) window_launches[o.job_id] = o.launches;
+    for (const policies::JobControl& control : t.controls) {
+      auto job = by_id.find(control.job_id);
       if (job == by_id.end()) continue;
-      Seen& seen = seen_[gate.job_id];
-      policies::ControlValues v = policies::control_values(gate, seen.launches);
+      Seen& seen = seen_[control.job_id];
       const bool production = job->second->granted == protocol::JobClass::production;
-      // Production jobs never get a bound: their launches must not wait on their own queue.
-      const uint32_t bound = production ? 0 : gate.max_in_flight;
       uint32_t stride =
-          production ? completion_stride_for(window_launches[gate.job_id], seen.completion_stride)
-                     : 0;
+          production
+              ? completion_stride_for(window_launches[control.job_id], seen.completion_stride)
+              : 0;
       if (production && relayed) stride = std::min(stride, kIdleGatingStride);
       if (stride != seen.completion_stride) {
         job->second->block.set_completion_stride(stride);
@@ -190,19 +177,18 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
         job->second->block.set_completion_poll_us(poll_us);
         seen.completion_poll_us = poll_us;
       }
-      const bool job_idle_gated = !production && gate.production_idle_only;
-      if (!job_idle_gated && seen.held_for_production) {
+      if (!control.production_idle_only && seen.held_for_production) {
         job->second->block.set_paused_while_production_busy(false);
         seen.held_for_production = false;
       }
-      if (bound != seen.max_in_flight) {
-        job->second->block.set_max_in_flight(bound);
-        seen.max_in_flight = bound;
+      if (control.max_in_flight != seen.max_in_flight) {
+        job->second->block.set_max_in_flight(control.max_in_flight);
+        seen.max_in_flight = control.max_in_flight;
       }
-      if (v.allowance == seen.allowance && v.paused == seen.paused) continue;
-      job->second->block.set_gate(v.allowance, v.paused);
-      seen.allowance = v.allowance;
-      seen.paused = v.paused;
+      if (control.allowance == seen.allowance && control.paused == seen.paused) continue;
+      job->second->block.set_gate(control.allowance, control.paused);
+      seen.allowance = control.allowance;
+      seen.paused = control.paused;
     }
     if (relayed) relayed_[device] = std::move(idle);
   }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpushare/policies/policy.h"
+#include "gpushare/policies/tick.h"
 #include "production_activity.h"
 #include "registry.h"
 
@@ -76,8 +77,7 @@ class Scheduler {
     std::unique_ptr<policies::Policy> policy;
   };
   struct Seen {
-    uint64_t launches = 0;
-    uint64_t gate_waits = 0;
+    policies::JobHistory history;  // the counters at the last tick (policies/tick.h)
     uint64_t allowance = protocol::kUnlimited;
     bool paused = false;
     uint32_t max_in_flight = 0;
@@ -86,8 +86,6 @@ class Scheduler {
     bool held_for_production = false;  // kPausedWhileProductionBusy set by the relay
     uint64_t in_flight_ns = 0;         // production: time the relay saw it busy since the tick
     bool relayed = false;              // production: the relay sampled it since the tick
-    std::optional<uint64_t> completed;  // the shim's completed launch number at the last tick
-    bool first = true;
   };
   DevicePolicy* policy_for(int device, const PolicyChoice& choice);
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpushare/protocol/framing.h"
 #include "logging.h"
 #include "socket_io.h"
 
@@ -24,7 +25,6 @@ namespace {
 // Up to this many frames are read from one client per wake-up, so a chatty client cannot starve
 // the others (epoll is level-triggered: the rest is read on the next round).
 constexpr int kFramesPerWakeup = 16;
-constexpr int kMaxPassedFds = 8;
 
 void arm_timer(int timer, std::chrono::milliseconds period) {
   itimerspec spec{};
@@ -39,22 +39,6 @@ bool watch(int epoll, int fd) {
   ev.events = EPOLLIN;
   ev.data.fd = fd;
   return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) == 0;
-}
-
-// Closes every descriptor a client passed us: the daemon never accepts any.
-bool close_passed_fds(msghdr& msg) {
-  bool any = false;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      ::close(fd);
-    }
-    any = true;
-  }
-  return any;
 }
 
 }  // namespace
@@ -222,25 +206,19 @@ void Server::read_client(int fd) {
     auto it = connections_.find(fd);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    iovec iov{buffer_.data(), buffer_.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    protocol::Received r =
+        protocol::receive_frame(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+    const ssize_t n = r.bytes;
     if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return;
+      if (r.error == EAGAIN) return;
       return disconnect(fd);  // ECONNRESET and friends: the client is gone
     }
-    bool passed_fds = close_passed_fds(msg);
+    const bool passed_fds = r.any_fds();
+    r.close_fds();  // the daemon accepts none
     if (n == 0) return disconnect(fd);  // orderly close (SOCK_SEQPACKET reads 0 only at EOF)
-    if (passed_fds || (msg.msg_flags & MSG_CTRUNC))
-      return drop(fd, "sent file descriptors (the daemon accepts none)");
+    if (passed_fds) return drop(fd, "sent file descriptors (the daemon accepts none)");
     c.last_active = Clock::now();
-    if (msg.msg_flags & MSG_TRUNC)
+    if (r.truncated)
       return drop(fd,
                   "sent a frame over the " + std::to_string(buffer_.size() - 1) + "-byte limit");
     protocol::FrameHeader h{};
@@ -347,13 +325,13 @@ void Server::disconnect(int fd) {
 
 bool Server::reply(Connection& c, protocol::MessageType type, const void* payload, size_t length,
                    int pass_fd) {
-  switch (send_frame(c.fd, type, payload, length, pass_fd)) {
-    case SendResult::sent:
+  switch (protocol::send_frame(c.fd, type, payload, length, pass_fd, MSG_DONTWAIT)) {
+    case protocol::SendResult::sent:
       return true;
-    case SendResult::would_block:
+    case protocol::SendResult::would_block:
       drop(c.fd, "does not read its replies");
       return false;
-    case SendResult::failed:
+    case protocol::SendResult::failed:
       disconnect(c.fd);
       return false;
   }

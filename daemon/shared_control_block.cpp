@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +12,8 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "gpushare/protocol/futex.h"
 
 namespace gpushare::daemon {
 
@@ -146,8 +147,7 @@ void SharedControlBlock::set_paused_while_production_busy(bool paused) {
 void SharedControlBlock::wake() {
   block_->gate_seq.fetch_add(1, std::memory_order_acq_rel);
   // A shared (not FUTEX_PRIVATE) wake: the waiters are in another process mapping the same memfd.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&block_->gate_seq), FUTEX_WAKE, INT_MAX, nullptr,
-          nullptr, 0);
+  protocol::futex_wake_all(&block_->gate_seq);
 }
 
 }  // namespace gpushare::daemon

@@ -15,7 +15,6 @@ using protocol::JobClass;
 // overflow the per-device sums: 2^20 allocations of at most 2^43 bytes (8 TiB) sum below 2^64.
 constexpr size_t kMaxAllocationsPerJob = size_t{1} << 20;
 constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 43;
-constexpr uint32_t kMaxAllocKind = 5;  // shim::AllocKind::vmm
 
 // Job names come from the client: anything outside printable ASCII is shown as '?', so a name can
 // never forge a log line or a column.
@@ -150,7 +149,7 @@ void Server::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
   if (m.bytes > kMaxAllocationBytes)
     return drop(c.fd,
                 "declared an implausible allocation of " + std::to_string(m.bytes) + " bytes");
-  if (m.kind > kMaxAllocKind || m.flags > protocol::kMemDeclareKnownFlags)
+  if (m.kind > protocol::kMaxAllocKind || m.flags > protocol::kMemDeclareKnownFlags)
     return drop(c.fd, "declared memory with unknown kind/flags");
   bool reservation = m.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation);
   if (reservation != ((m.handle & protocol::kReservationTokenBit) != 0))

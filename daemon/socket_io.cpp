@@ -108,29 +108,4 @@ bool peer_identity(int fd, Peer* peer) {
   return true;
 }
 
-SendResult send_frame(int fd, protocol::MessageType type, const void* payload, size_t length,
-                      int pass_fd) {
-  protocol::FrameHeader header = protocol::make_header(type, static_cast<uint32_t>(length));
-  iovec iov[2] = {{&header, sizeof header}, {const_cast<void*>(payload), length}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = length ? 2 : 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return errno == EAGAIN ? SendResult::would_block : SendResult::failed;
-  return SendResult::sent;
-}
-
 }  // namespace gpushare::daemon

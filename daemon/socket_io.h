@@ -1,4 +1,5 @@
-// Socket plumbing of the daemon: the listening socket, peer identity, and sending frames.
+// Socket plumbing of the daemon: the listening socket and peer identity. Frames are sent and
+// received with protocol/framing.h, as every other party does.
 #pragma once
 
 #include <sys/types.h>
@@ -24,11 +25,5 @@ bool set_socket_access(const std::string& path, mode_t mode, std::optional<gid_t
 
 // The connecting process as the kernel saw it at connect time (SO_PEERCRED, SO_PEERGROUPS).
 bool peer_identity(int fd, Peer* peer);
-
-enum class SendResult { sent, would_block, failed };
-
-// Sends one frame without blocking. `pass_fd` >= 0 is attached with SCM_RIGHTS.
-SendResult send_frame(int fd, protocol::MessageType type, const void* payload, size_t length,
-                      int pass_fd = -1);
 
 }  // namespace gpushare::daemon

@@ -1,6 +1,5 @@
 #include "completions.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -13,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "gpushare/protocol/futex.h"
 #include "background_thread.h"
 #include "daemon_link.h"
 #include "driver_calls.h"
@@ -91,7 +91,7 @@ class CompletionTracker {
     // Sequentially consistent with the poller's idle_ store and its re-read of the word: either
     // it sees the new word and does not sleep, or this sees it idle and wakes it.
     wake_word_.fetch_add(1);
-    if (idle_.load()) syscall(SYS_futex, &wake_word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    if (idle_.load()) protocol::futex_wake_one_private(&wake_word_);
   }
 
   // The poller's loop (never returns).
@@ -106,8 +106,7 @@ class CompletionTracker {
       // within a busy poll period, not an idle one) or the idle period, to follow the stride.
       idle_.store(true);
       if (wake_word_.load() == seq) {
-        timespec timeout{0, kPollIdleNs};
-        syscall(SYS_futex, &wake_word_, FUTEX_WAIT_PRIVATE, seq, &timeout, nullptr, 0);
+        protocol::futex_wait_private(&wake_word_, seq, kPollIdleNs);
       }
       idle_.store(false);
     }

@@ -4,9 +4,10 @@
 // This runs inside any host program, so: no exceptions, no logging library, every socket
 // operation bounded by a timeout, and nothing here may block a launch. State that the background
 // thread touches is trivially destructible, so the thread is harmless during exit().
+#include "gpushare/protocol/framing.h"
+#include "gpushare/protocol/futex.h"
 #include "daemon_link.h"
 
-#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -157,52 +158,26 @@ int connect_daemon(const char* socket_path, int timeout_ms, const char** why) {
   return fd;
 }
 
-bool send_frame(int fd, MessageType type, const void* payload, size_t length) {
-  protocol::FrameHeader header = protocol::make_header(type, static_cast<uint32_t>(length));
-  iovec iov[2] = {{&header, sizeof header}, {const_cast<void*>(payload), length}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(sizeof header + length);
+bool send_message(int fd, MessageType type, const void* payload, size_t length) {
+  return protocol::send_frame(fd, type, payload, length) == protocol::SendResult::sent;
 }
 
 // Receives one frame of type `type` into `payload` (exactly `length` bytes). A passed descriptor
 // lands in *passed_fd when asked for, else is closed. Returns false on timeout, EOF or a bad frame.
-bool receive_frame(int fd, MessageType type, void* payload, size_t length, int* passed_fd,
+bool receive_reply(int fd, MessageType type, void* payload, size_t length, int* passed_fd,
                    char* error_text, size_t error_size) {
   // The largest reply the shim expects, plus one byte so a longer frame shows as a size error.
   unsigned char frame[sizeof(protocol::FrameHeader) +
                       std::max(sizeof(protocol::RegisterReply), sizeof(protocol::MpsReply)) + 1];
-  iovec iov{frame, sizeof frame};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  int received_fd = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int passed;
-      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-      if (received_fd < 0 && passed_fd)
-        received_fd = passed;
-      else
-        ::close(passed);
-    }
+  protocol::Received r = protocol::receive_frame(fd, frame, sizeof frame);
+  const ssize_t n = r.bytes;
+  int received_fd = r.take_first_fd();
+  if (!passed_fd && received_fd >= 0) {
+    ::close(received_fd);
+    received_fd = -1;
   }
   protocol::FrameHeader h{};
-  bool ok = n > 0 && !(msg.msg_flags & MSG_TRUNC) &&
+  bool ok = n > 0 && !r.truncated &&
             protocol::check_frame(frame, static_cast<size_t>(n), &h) == protocol::FrameError::none;
   if (ok && h.type == static_cast<uint16_t>(MessageType::error) && error_text) {
     protocol::ErrorReply e;
@@ -223,7 +198,7 @@ void open_gate(ControlBlock* block) {
   block->allowance.store(protocol::kUnlimited, std::memory_order_release);
   block->paused.store(0, std::memory_order_release);
   block->gate_seq.fetch_add(1, std::memory_order_acq_rel);
-  syscall(SYS_futex, &block->gate_seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  protocol::futex_wake_all(&block->gate_seq);
 }
 
 // Back to pass-through: the local (open) block goes in force FIRST, so a dead daemon can never
@@ -254,13 +229,13 @@ bool declare_locked(int fd, const Allocation& a, uint32_t flags, uint32_t site, 
                          flags,
                          site};
   protocol::MemReply r{};
-  if (!send_frame(fd, MessageType::mem_declare, &m, sizeof m)) return false;
+  if (!send_message(fd, MessageType::mem_declare, &m, sizeof m)) return false;
   pollfd p{fd, POLLIN, 0};
   int n;
   do {
     n = poll(&p, 1, kAdmissionTimeoutMs);
   } while (n < 0 && errno == EINTR);
-  if (n <= 0 || !receive_frame(fd, MessageType::mem_reply, &r, sizeof r, nullptr, nullptr, 0))
+  if (n <= 0 || !receive_reply(fd, MessageType::mem_reply, &r, sizeof r, nullptr, nullptr, 0))
     return false;
   *admitted = r.status == static_cast<uint32_t>(protocol::MemStatus::admitted);
   return true;
@@ -292,8 +267,8 @@ bool connect_and_register(const char** why) {
   protocol::RegisterReply reply{};
   int memfd = -1;
   char error[protocol::kMessageSize] = "";
-  if (!send_frame(fd, MessageType::register_request, &request, sizeof request) ||
-      !receive_frame(fd, MessageType::register_reply, &reply, sizeof reply, &memfd, error,
+  if (!send_message(fd, MessageType::register_request, &request, sizeof request) ||
+      !receive_reply(fd, MessageType::register_reply, &reply, sizeof reply, &memfd, error,
                      sizeof error)) {
     std::snprintf(reason, sizeof reason, "no valid registration reply%s%s", *error ? ": " : "",
                   error);
@@ -356,7 +331,7 @@ bool connect_and_register(const char** why) {
   int devices = device_totals(totals, static_cast<int>(protocol::kMaxDevices));
   for (int i = 0; i < devices && g_fd.load() == fd; ++i) {
     protocol::DeviceInfo info{physical_device(i), 0, totals[i]};
-    if (!send_frame(fd, MessageType::device_info, &info, sizeof info)) break_link(fd);
+    if (!send_message(fd, MessageType::device_info, &info, sizeof info)) break_link(fd);
   }
   return true;
 }
@@ -442,9 +417,9 @@ bool daemon_link_query_mps(const Settings& settings, protocol::MpsReply* reply, 
   protocol::copy_text(query.job_name, settings.job_name.c_str());
   static char error[protocol::kMessageSize + 64];
   char text[protocol::kMessageSize] = "";
-  bool ok = send_frame(fd, MessageType::mps_query, &query, sizeof query) &&
-            receive_frame(fd, MessageType::mps_reply, reply, sizeof *reply, nullptr, text,
-                          sizeof text);
+  bool ok =
+      send_message(fd, MessageType::mps_query, &query, sizeof query) &&
+      receive_reply(fd, MessageType::mps_reply, reply, sizeof *reply, nullptr, text, sizeof text);
   ::close(fd);
   if (!ok) {
     // An older daemon drops a connection that sends a type it does not know: no MPS, as without one.
@@ -467,7 +442,7 @@ void daemon_link_announce_site(uint32_t site, const char* text) {
   if (!still_ours(fd)) return break_link(fd);
   protocol::AllocSite m{site, 0, {}};
   protocol::copy_text(m.text, text);
-  if (!send_frame(fd, MessageType::alloc_site, &m, sizeof m)) break_link(fd);
+  if (!send_message(fd, MessageType::alloc_site, &m, sizeof m)) break_link(fd);
 }
 
 bool daemon_link_declare(uint64_t handle, uint64_t bytes, int device, AllocKind kind,
@@ -492,7 +467,7 @@ void daemon_link_declare_free(uint64_t handle, int device) {
   if (fd < 0) return;
   if (!still_ours(fd)) return break_link(fd);
   protocol::MemRelease m{handle, physical_device(device), 0};
-  if (!send_frame(fd, MessageType::mem_release, &m, sizeof m)) break_link(fd);
+  if (!send_message(fd, MessageType::mem_release, &m, sizeof m)) break_link(fd);
 }
 
 void daemon_link_after_fork_child() {

@@ -29,7 +29,7 @@ inline protocol::ControlBlock* control_block() {
 void set_control_block(protocol::ControlBlock* block);
 protocol::ControlBlock* local_control_block();
 
-enum class AllocKind : uint32_t { linear = 0, pitch = 1, managed = 2, async = 3, pool = 4, vmm = 5 };
+using protocol::AllocKind;
 
 // Called once from the first cuInit, never from a constructor (so never under the loader lock).
 // Connects and registers, or starts the background retry when the daemon is absent (one warning).

@@ -1,11 +1,12 @@
 #include "gate.h"
 
-#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstring>
+
+#include "gpushare/protocol/futex.h"
 
 namespace gpushare::shim {
 namespace {
@@ -30,7 +31,7 @@ constinit std::atomic<protocol::ControlBlock*> g_control_block{&g_local_block};
 void set_control_block(protocol::ControlBlock* block) {
   g_control_block.store(block ? block : local_control_block(), std::memory_order_release);
   // Wake launches sleeping at the old gate so they re-read which block is in force.
-  syscall(SYS_futex, &local_control_block()->gate_seq, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  protocol::futex_wake_all(&local_control_block()->gate_seq);
 }
 
 void gate_wait(protocol::ControlBlock* block, uint64_t ticket) {
@@ -45,8 +46,7 @@ void gate_wait(protocol::ControlBlock* block, uint64_t ticket) {
     if (open || control_block() != block) break;
     // Not FUTEX_PRIVATE: the word lives in memory shared with the daemon. The timeout bounds the
     // cost of a wake-up lost to a daemon that died between its store and its FUTEX_WAKE.
-    timespec timeout{0, 100 * 1000 * 1000};
-    syscall(SYS_futex, &block->gate_seq, FUTEX_WAIT, seq, &timeout, nullptr, 0);
+    protocol::futex_wait(&block->gate_seq, seq, 100'000'000);
   }
   block->gated_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
 }

@@ -1,6 +1,5 @@
 #include "memory_swap.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -14,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpushare/protocol/futex.h"
 #include "background_thread.h"
 #include "daemon_link.h"
 #include "hooks.h"
@@ -101,8 +101,8 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
 }
 
 void wait_for_request(ControlBlock* block, uint32_t seq) {
-  timespec timeout{0, 100 * 1000 * 1000};  // also notices a replaced or lost control block
-  syscall(SYS_futex, &block->memory_request_seq, FUTEX_WAIT, seq, &timeout, nullptr, 0);
+  // The timeout also notices a replaced or lost control block.
+  protocol::futex_wait(&block->memory_request_seq, seq, 100'000'000);
 }
 
 void* swap_thread(void*) {

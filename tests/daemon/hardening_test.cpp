@@ -17,6 +17,7 @@
 #include <new>
 #include <thread>
 
+#include "gpushare/protocol/framing.h"
 #include "gpushare/protocol/control_block.h"
 #include "harness.h"
 
@@ -537,20 +538,9 @@ class HostileDaemon {
         r.granted_class = static_cast<uint32_t>(protocol::JobClass::opportunistic);
         r.job_id = 1;
         protocol::copy_text(r.message, "ok");
-        protocol::FrameHeader rh = protocol::make_header(MessageType::register_reply, sizeof r);
-        iovec iov[2] = {{&rh, sizeof rh}, {&r, sizeof r}};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 2;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(cmsg), &memfd_, sizeof(int));
-        if (sendmsg(fd, &msg, MSG_NOSIGNAL) > 0) ++registrations;
+        if (protocol::send_frame(fd, MessageType::register_reply, &r, sizeof r, memfd_) ==
+            protocol::SendResult::sent)
+          ++registrations;
         held_.push_back(fd);  // kept open: the shim sees a live link
       } else {
         ::close(fd);  // the MPS question: no answer, no MPS

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "gpushare/protocol/framing.h"
 #include "shim_preload.h"
 
 namespace gpushare::testing {
@@ -309,12 +310,9 @@ bool RawClient::send_bytes(const void* data, size_t length) {
 
 bool RawClient::send_frame(protocol::MessageType type, const void* payload, size_t length,
                            uint16_t version) {
-  std::vector<uint8_t> frame(sizeof(protocol::FrameHeader) + length);
   protocol::FrameHeader h = protocol::make_header(type, static_cast<uint32_t>(length));
   h.version = version;
-  std::memcpy(frame.data(), &h, sizeof h);
-  if (length) std::memcpy(frame.data() + sizeof h, payload, length);
-  return send_bytes(frame.data(), frame.size());
+  return protocol::send_raw_frame(fd, h, payload, length) == protocol::SendResult::sent;
 }
 
 std::optional<protocol::RegisterReply> RawClient::register_job(const std::string& name,
@@ -328,18 +326,13 @@ std::optional<protocol::RegisterReply> RawClient::register_job(const std::string
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, 5000) != 1) return std::nullopt;
   uint8_t frame[sizeof(protocol::FrameHeader) + sizeof(protocol::RegisterReply)];
-  iovec iov{frame, sizeof frame};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  if (n != static_cast<ssize_t>(sizeof frame)) return std::nullopt;
-  *memfd = -1;
-  if (cmsghdr* c = CMSG_FIRSTHDR(&msg); c && c->cmsg_type == SCM_RIGHTS)
-    std::memcpy(memfd, CMSG_DATA(c), sizeof(int));
+  protocol::Received received = protocol::receive_frame(fd, frame, sizeof frame);
+  *memfd = received.take_first_fd();
+  if (received.bytes != static_cast<ssize_t>(sizeof frame)) {
+    if (*memfd >= 0) ::close(*memfd);
+    *memfd = -1;
+    return std::nullopt;
+  }
   protocol::RegisterReply reply;
   std::memcpy(&reply, frame + sizeof(protocol::FrameHeader), sizeof reply);
   return reply;

@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "gpushare/protocol/framing.h"
 #include "harness.h"
 
 namespace gpushare::testing {
@@ -85,24 +86,8 @@ std::vector<BadFrame> bad_frames() {
        "not a JSON object"},
       {"passes a descriptor",
        [](RawClient& c) {
-         protocol::FrameHeader h = protocol::make_header(MessageType::ctl_request, 2);
-         char frame[sizeof h + 2];
-         std::memcpy(frame, &h, sizeof h);
-         std::memcpy(frame + sizeof h, "{}", 2);
-         iovec iov{frame, sizeof frame};
-         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-         msghdr msg{};
-         msg.msg_iov = &iov;
-         msg.msg_iovlen = 1;
-         msg.msg_control = control;
-         msg.msg_controllen = sizeof control;
-         cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-         cmsg->cmsg_level = SOL_SOCKET;
-         cmsg->cmsg_type = SCM_RIGHTS;
-         cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-         int fd = STDIN_FILENO;
-         std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
-         return sendmsg(c.fd, &msg, MSG_NOSIGNAL) > 0;
+         return protocol::send_frame(c.fd, MessageType::ctl_request, "{}", 2, STDIN_FILENO) ==
+                protocol::SendResult::sent;
        },
        "sent file descriptors"},
   };

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "gpushare/protocol/framing.h"
 #include "harness.h"
 #include "shared_control_block.h"
 #include "shim_preload.h"
@@ -102,9 +103,9 @@ TEST(ShimLink, ADeadDaemonNeverLeavesTheShimPaused) {
   protocol::RegisterReply reply{};
   reply.job_id = 7;
   reply.granted_class = static_cast<uint32_t>(protocol::JobClass::opportunistic);
-  ASSERT_EQ(daemon::send_frame(client, protocol::MessageType::register_reply, &reply, sizeof reply,
-                               block.memfd()),
-            daemon::SendResult::sent);
+  ASSERT_EQ(protocol::send_frame(client, protocol::MessageType::register_reply, &reply,
+                                 sizeof reply, block.memfd()),
+            protocol::SendResult::sent);
   ASSERT_EQ(probe.read_line(20s).value_or(""), "ok");
 
   // Paused: the launch waits at the gate.

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gpushare/protocol/wire.h"
+#include "gpushare/protocol/framing.h"
 
 namespace gpushare::ctl {
 namespace {
@@ -44,25 +44,19 @@ Exchange ask_daemon(const std::string& socket_path, const nlohmann::json& reques
   }
 
   std::string text = request.dump();
-  protocol::FrameHeader header =
-      protocol::make_header(protocol::MessageType::ctl_request, static_cast<uint32_t>(text.size()));
-  iovec out[2] = {{&header, sizeof header}, {text.data(), text.size()}};
-  msghdr msg{};
-  msg.msg_iov = out;
-  msg.msg_iovlen = 2;
-  if (sendmsg(s.fd, &msg, MSG_NOSIGNAL) < 0) {
+  if (protocol::send_frame(s.fd, protocol::MessageType::ctl_request, text.data(), text.size()) !=
+      protocol::SendResult::sent) {
     x.error = std::string("cannot send to gpushared: ") + std::strerror(errno);
     return x;
   }
 
   std::vector<char> frame(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1);
-  ssize_t n;
-  do {
-    n = recv(s.fd, frame.data(), frame.size(), 0);
-  } while (n < 0 && errno == EINTR);
+  protocol::Received received = protocol::receive_frame(s.fd, frame.data(), frame.size());
+  received.close_fds();  // the daemon sends none with a ctl reply
+  const ssize_t n = received.bytes;
   if (n <= 0) {
     x.error = n == 0 ? "gpushared closed the connection without a reply"
-                     : std::string("no reply from gpushared: ") + std::strerror(errno);
+                     : std::string("no reply from gpushared: ") + std::strerror(received.error);
     return x;
   }
   x.outcome = Exchange::Outcome::protocol_error;

@@ -4,6 +4,8 @@
 #include <deque>
 #include <queue>
 
+#include "gpushare/policies/tick.h"
+
 namespace gpushare::sim {
 namespace {
 
@@ -41,7 +43,8 @@ struct Job {
   std::deque<uint64_t> queued;  // durations of kernels launched but not started
   uint32_t in_flight = 0;       // queued + running
 
-  uint64_t sampled_launches = 0, sampled_gate_waits = 0, window_busy_ns = 0;
+  policies::JobHistory history;  // the counters at the last tick (policies/tick.h)
+  uint64_t window_busy_ns = 0;
   // Time in this window with kernels queued or running (what the daemon's idle relay measures
   // of a production job: JobObservation::in_flight_ns), and since when the current stretch runs.
   uint64_t window_in_flight_ns = 0, in_flight_since = 0;
@@ -224,46 +227,49 @@ class Simulation {
     if (running_) {
       jobs_[slice_job_].window_busy_ns += now_ - std::max(run_start_, window_start_);
     }
-    policies::DeviceObservation device{.now_ns = now_, .window_ns = now_ - window_start_};
-    std::vector<size_t> observed;
+    const uint64_t window_ns = now_ - window_start_;
+    std::vector<policies::JobCounters> counters;
+    std::vector<policies::JobHistory*> history;
     for (size_t i = 0; i < jobs_.size(); ++i) {
       Job& job = jobs_[i];
       const JobSpec& spec = *job.spec;
       const bool registered = job.included && now_ >= spec.start_ns &&
                               (spec.stop_ns == 0 || now_ < spec.stop_ns || job.in_flight > 0);
       if (!registered) continue;
-      policies::JobObservation seen{.job_id = i,
-                                    .job_class = spec.job_class,
-                                    .weight = spec.weight,
-                                    .launches = job.launches - job.sampled_launches,
-                                    .gate_waits = job.gate_waits - job.sampled_gate_waits};
-      if (trace_.report_busy) seen.busy_ns = job.window_busy_ns;
-      if (trace_.report_in_flight) seen.in_flight = job.in_flight;
+      // The counters a control block would hold; policies::tick_device turns them into the
+      // window's observation exactly as the daemon's tick does.
+      policies::JobCounters c{.job_id = i,
+                              .job_class = spec.job_class,
+                              .weight = spec.weight,
+                              .launches = job.launches,
+                              .gate_waits = job.gate_waits};
+      if (trace_.report_busy) c.busy_ns = job.window_busy_ns;
+      if (trace_.report_in_flight) {
+        c.in_flight = job.in_flight;
+        c.in_flight_exact = true;
+      }
       if (trace_.report_in_flight && spec.job_class == policies::JobClass::production)
-        seen.in_flight_ns = job.window_in_flight_ns +
-                            (job.in_flight > 0 ? now_ - std::max(job.in_flight_since, window_start_)
-                                               : 0);
-      device.jobs.push_back(seen);
-      observed.push_back(i);
+        c.in_flight_ns = job.window_in_flight_ns +
+                         (job.in_flight > 0 ? now_ - std::max(job.in_flight_since, window_start_)
+                                            : 0);
+      counters.push_back(c);
+      history.push_back(&job.history);
       if (timeline_)
         *timeline_ << label_ << ',' << static_cast<double>(now_) / 1e9 << ',' << spec.name << ','
-                   << static_cast<double>(job.window_busy_ns) /
-                          static_cast<double>(device.window_ns)
+                   << static_cast<double>(job.window_busy_ns) / static_cast<double>(window_ns)
                    << '\n';
     }
-    const std::vector<policies::Gate> gates = policy_.decide(device);
-    for (size_t k = 0; k < observed.size() && k < gates.size(); ++k) {
-      Job& job = jobs_[observed[k]];
-      const policies::ControlValues control = policies::control_values(gates[k], job.launches);
+    const policies::DeviceTick t =
+        policies::tick_device(policy_, counters, history, now_, window_ns);
+    for (const policies::JobControl& control : t.controls) {
+      Job& job = jobs_[control.job_id];
       job.allowance = control.allowance;
       job.paused = control.paused;
-      job.max_in_flight = gates[k].max_in_flight;
-      job.production_idle_only = gates[k].production_idle_only;
+      job.max_in_flight = control.max_in_flight;
+      job.production_idle_only = control.production_idle_only;
     }
     for (size_t i = 0; i < jobs_.size(); ++i) {
       Job& job = jobs_[i];
-      job.sampled_launches = job.launches;
-      job.sampled_gate_waits = job.gate_waits;
       job.window_busy_ns = 0;
       job.window_in_flight_ns = 0;
       job.result.gate_waits = job.gate_waits;

@@ -15,11 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "job_class.h"
+
 namespace gpushare::policies {
 
-enum class JobClass : uint8_t { production, opportunistic };
-
-inline constexpr uint64_t kUnlimited = ~uint64_t{0};
 
 // What the daemon saw of one job during the window that just ended.
 struct JobObservation {

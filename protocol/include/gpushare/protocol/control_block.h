@@ -11,13 +11,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gpushare/policies/job_class.h"
+
 namespace gpushare::protocol {
 
 inline constexpr uint32_t kControlBlockMagic = 0x47505342;  // "GPSB"
 inline constexpr uint32_t kControlBlockVersion = 1;
-inline constexpr uint64_t kUnlimited = ~uint64_t{0};
-
-enum class JobClass : uint32_t { production = 0, opportunistic = 1 };
+// One definition of the class and of "unlimited" for the wire and the policies alike.
+using policies::JobClass;
+using policies::kUnlimited;
 
 // Bits of ControlBlock::paused: the policies' gate and the memory broker pause independently (the
 // shim's gate only asks whether any bit is set).

@@ -48,6 +48,10 @@ enum class MessageType : uint16_t {
   error = 32,  // daemon -> any client, just before it closes the connection
 };
 
+// How a declared allocation was made (MemDeclare::kind): shown by gpusharectl, checked by the daemon.
+enum class AllocKind : uint32_t { linear = 0, pitch = 1, managed = 2, async = 3, pool = 4, vmm = 5 };
+inline constexpr uint32_t kMaxAllocKind = static_cast<uint32_t>(AllocKind::vmm);
+
 #pragma pack(push, 1)
 struct FrameHeader {
   uint32_t magic;    // kWireMagic
@@ -99,7 +103,7 @@ struct MemDeclare {
   uint64_t handle;  // device pointer or VMM handle; unique per (job, device)
   uint64_t bytes;
   int32_t device;     // physical device index
-  uint32_t kind;      // shim::AllocKind, for display only
+  uint32_t kind;      // AllocKind, for display only
   uint32_t flags;  // MemDeclareFlags bits
   uint32_t site;   // allocation site id announced by an alloc_site message; 0: not traced
 };

@@ -1,0 +1,75 @@
+// One tick of one device, written once for gpushared and gpushare-sim: the jobs' cumulative
+// counters become the window's observations, the policy decides, and each gate becomes the values
+// written into that job's control block.
+//
+// The daemon reads the counters from memory its clients can scribble on, so `observe` trusts
+// nothing: a counter that went backwards counts as no work, completions never pass launches, an
+// in-flight count is passed on only when it is current. The simulator's counters are exact and
+// go through the same code, so what the simulator predicts is what the daemon would decide.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "job_class.h"
+#include "policy.h"
+
+namespace gpushare::policies {
+
+// A job's counters at the end of a window, as its control block holds them (cumulative), plus
+// this window's measured times where something measures them.
+struct JobCounters {
+  uint64_t job_id = 0;
+  JobClass job_class = JobClass::opportunistic;
+  double weight = 1.0;
+  uint64_t launches = 0;
+  uint64_t gate_waits = 0;
+  std::optional<uint64_t> completed_launches = std::nullopt;  // the last completed launch number
+  // Kernels in flight as last published. The shim publishes it at each launch it makes under a
+  // bound, so it is current only where `in_flight_exact` or a bound was in force and the job
+  // launched in this window.
+  std::optional<uint32_t> in_flight = std::nullopt;
+  bool in_flight_exact = false;  // the simulator knows it; the daemon does not
+  bool bounded = false;          // a bound on in-flight kernels was in force in this window
+  std::optional<uint64_t> busy_ns = std::nullopt;       // this window's GPU time
+  std::optional<uint64_t> in_flight_ns = std::nullopt;  // this window's time with work in flight
+};
+
+// What a tick remembers of a job between windows.
+struct JobHistory {
+  bool first = true;  // no window yet: the first sample only sets the baseline
+  uint64_t launches = 0;
+  uint64_t gate_waits = 0;
+  std::optional<uint64_t> completed = std::nullopt;
+};
+
+// What a tick writes into one job's control block.
+struct JobControl {
+  uint64_t job_id = 0;
+  uint64_t allowance = kUnlimited;
+  bool paused = false;
+  // Production jobs never get a bound: their launches must not wait on their own queue.
+  uint32_t max_in_flight = 0;
+  bool production_idle_only = false;  // opportunistic jobs only, as the bound
+};
+
+// The window's observation of one job, and the history moved on to this sample.
+JobObservation observe(JobHistory& history, const JobCounters& counters, uint64_t window_ns);
+
+// The control block values that carry out `gate` for a job that has counted `launches_so_far`.
+JobControl control_for(const Gate& gate, JobClass job_class, uint64_t launches_so_far);
+
+struct DeviceTick {
+  DeviceObservation observation;
+  std::vector<Gate> gates;           // as the policy returned them
+  std::vector<JobControl> controls;  // one per gate whose job was observed, in the gates' order
+};
+
+// Observes every job of a device (`history[i]` belongs to `jobs[i]`), lets `policy` decide, and
+// turns its gates into control values.
+DeviceTick tick_device(Policy& policy, const std::vector<JobCounters>& jobs,
+                       const std::vector<JobHistory*>& history, uint64_t now_ns,
+                       uint64_t window_ns);
+
+}  // namespace gpushare::policies
