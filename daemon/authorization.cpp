@@ -26,6 +26,12 @@ const ProductionRule* production_rule_for(const Config& config, const Peer& peer
     if (rule.pod_uid && *rule.pod_uid != peer.pod->pod_uid) continue;
     if (rule.container_id && *rule.container_id != peer.pod->container_id) continue;
     if (rule.qos && *rule.qos != peer.pod->qos) continue;
+    if (rule.names_an_allocation() && !peer.pod) continue;
+    if (rule.resource && peer.pod->resource != *rule.resource) continue;
+    if (rule.pod_namespace && peer.pod->pod_namespace != *rule.pod_namespace) continue;
+    if (rule.pod_name &&
+        (!peer.pod->pod_name || fnmatch(rule.pod_name->c_str(), peer.pod->pod_name->c_str(), 0)))
+      continue;
     if (rule.job && fnmatch(rule.job->c_str(), name.c_str(), 0) != 0) continue;
     return &rule;
   }
@@ -37,7 +43,11 @@ std::vector<std::string> config_warnings(const Config& config) {
   for (size_t i = 0; i < config.production_rules.size(); ++i) {
     const ProductionRule& rule = config.production_rules[i];
     if (rule.names_an_identity()) continue;
-    if (rule.job && !rule.qos)
+    if (rule.pod_name)
+      warnings.push_back("production[" + std::to_string(i) + "] " + rule.text +
+                         " names a pod but no namespace: any namespace may have a pod of that "
+                         "name, so the rule is ignored; add \"namespace\"");
+    else if (rule.job && !rule.qos)
       warnings.push_back("production[" + std::to_string(i) + "] " + rule.text +
                          " names a job but no uid/user or gid/group: any user can choose that "
                          "job name, so the rule is ignored; add \"uid\" or \"group\"");

@@ -170,7 +170,9 @@ void parse_production(Checker& c, const json& rules, Config& config) {
       c.fail_expected(path, "an object such as {\"user\": \"alice\", \"job\": \"serve-*\"}", r);
       continue;
     }
-    c.known_keys(path, r, {"uid", "user", "gid", "group", "job", "pod_uid", "container_id", "qos"});
+    c.known_keys(path, r,
+                 {"uid", "user", "gid", "group", "job", "pod_uid", "container_id", "qos",
+                  "resource", "namespace", "pod"});
     ProductionRule rule;
     rule.text = r.dump();
     if (r.contains("uid") && r.contains("user")) c.fail(path, "give \"uid\" or \"user\", not both");
@@ -194,10 +196,11 @@ void parse_production(Checker& c, const json& rules, Config& config) {
         rule.job = *job;
     }
     parse_pod_keys(c, path, r, rule);
+    parse_allocation_rule_keys(path, r, &rule, &c.errors);
     if (r.empty())
       c.fail(path,
              "a rule must name at least one of uid, user, gid, group, job, pod_uid, container_id, "
-             "qos");
+             "qos, resource, namespace, pod");
     config.production_rules.push_back(std::move(rule));
   }
 }
@@ -290,7 +293,9 @@ ConfigResult parse_config(std::string_view text) {
     c.known_keys(
         "", doc,
         {"socket", "admin_group", "production", "policy", "tick_ms", "max_clients", "log_level",
-         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory", "metrics"});
+         "memory", "mps", "mps_thread_percentage", "mps_pipe_directory", "metrics", "kubernetes"});
+    if (doc.contains("kubernetes"))
+      parse_kubernetes_config(doc["kubernetes"], &config.kubernetes, &c.errors);
     if (doc.contains("memory")) parse_memory_config(doc["memory"], &config.memory, &c.errors);
     if (doc.contains("metrics")) parse_metrics_config(doc["metrics"], &config.metrics, &c.errors);
     parse_mps_config(doc, &config.mps, &c.errors);

@@ -19,6 +19,7 @@
 #include "memory_config.h"
 #include "metrics_config.h"
 #include "mps_config.h"
+#include "pod_allocations.h"
 
 namespace gpushare::daemon {
 
@@ -36,12 +37,21 @@ struct ProductionRule {
   std::optional<std::string> pod_uid;       // lowercase, as container_identity.h writes it
   std::optional<std::string> container_id;  // 64 lowercase hex
   std::optional<PodQos> qos;
+  // The device plugin's allocation (pod_allocations.h): the extended resource the job's container
+  // was allocated, its pod's namespace, and an fnmatch(3) pattern on the pod's name.
+  std::optional<std::string> resource;
+  std::optional<std::string> pod_namespace;
+  std::optional<std::string> pod_name;
   std::string text;  // the rule as written, for log lines
 
-  // Whether the rule names who runs the job (uid, gid, pod or container). A job name and a QoS
-  // class are chosen by whoever starts the job or writes the pod spec, so a rule naming only
-  // those identifies nobody and matches nothing.
-  bool names_an_identity() const { return uid || gid || pod_uid || container_id; }
+  // Whether the rule names who runs the job (uid, gid, pod, container, the resource the kubelet
+  // allocated, or the namespace, whose pods only those RBAC allows may create). A job name, a QoS
+  // class and a pod name are chosen by whoever starts the job or writes the pod spec, so a rule
+  // naming only those identifies nobody and matches nothing.
+  bool names_an_identity() const {
+    return uid || gid || pod_uid || container_id || resource || pod_namespace;
+  }
+  bool names_an_allocation() const { return resource || pod_namespace || pod_name; }
 };
 
 struct Config {
@@ -59,6 +69,7 @@ struct Config {
   MemoryConfig memory;  // docs/memory.md
   MpsConfig mps;        // docs/mps.md
   MetricsConfig metrics;  // docs/metrics.md
+  KubernetesConfig kubernetes;  // docs/kubernetes.md
 };
 
 struct ConfigResult {

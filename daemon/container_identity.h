@@ -29,18 +29,20 @@ const char* qos_name(PodQos qos);
 std::optional<PodQos> parse_qos(std::string_view name);
 
 // A job's place in Kubernetes. qos, pod_uid and container_id come from the kernel (the cgroup
-// path). The pod's namespace, name and labels are not in the cgroup path: they need the kubelet's
-// PodResources API (the device plugin), which will fill the optional fields below; until then
-// they stay empty and no rule can name them.
+// path). The resource the container was allocated and the pod's namespace and name are not in
+// the cgroup path: they come from the device plugin's allocation map, matched by the token file
+// the container was given (pod_allocations.h). Labels are in neither place, so no rule names them.
 struct PodIdentity {
   PodQos qos = PodQos::besteffort;
   std::string pod_uid;       // lowercase; 8-4-4-4-12 with dashes, or 32 hex (static pods)
   std::string container_id;  // 64 lowercase hex
   std::string runtime;       // "containerd", "crio", "docker", or "" (cgroupfs, bare id)
-  // From the PodResources API, later (the device plugin).
+  // From the device plugin's allocation (pod_allocations.h); none without one. Namespace and
+  // name also stay empty until the plugin has seen the pod in the kubelet's PodResources.
+  std::optional<std::string> resource;  // "gpushare.io/production"
   std::optional<std::string> pod_namespace;
   std::optional<std::string> pod_name;
-  std::map<std::string, std::string> labels;
+  std::optional<std::string> container_name;
 
   bool operator==(const PodIdentity&) const = default;
 };

@@ -27,6 +27,12 @@ json failure(const std::string& error) {
   return {{"ok", false}, {"error", error}};
 }
 
+// A pod's allocation field (pod_allocations.h), null outside a pod or without one.
+json pod_field(const Job& job, std::optional<std::string> PodIdentity::*field) {
+  const std::optional<PodIdentity>& pod = job.peer.pod;
+  return pod && (*pod).*field ? json(*((*pod).*field)) : json(nullptr);
+}
+
 // The job's gate as its control block holds it (`gpusharectl record` draws it per tick).
 json gate_json(const Job& job) {
   const protocol::ControlBlock* b = job.block.page();
@@ -176,6 +182,9 @@ json Server::ctl_jobs() {
                     {"container_id",
                      job.peer.pod ? json(job.peer.pod->container_id) : json(nullptr)},
                     {"qos", job.peer.pod ? json(qos_name(job.peer.pod->qos)) : json(nullptr)},
+                    {"resource", pod_field(job, &PodIdentity::resource)},
+                    {"pod_namespace", pod_field(job, &PodIdentity::pod_namespace)},
+                    {"pod_name", pod_field(job, &PodIdentity::pod_name)},
                     {"class", class_name(job.granted)},
                     {"requested_class", class_name(job.requested)},
                     {"devices", job.devices_in_use()},

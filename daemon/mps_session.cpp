@@ -30,7 +30,10 @@ void Server::on_mps_query(Connection& c, const protocol::MpsQuery& q) {
   for (char& ch : name)
     if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
   auto granted = static_cast<protocol::JobClass>(q.requested_class);
-  if (granted == protocol::JobClass::production && !production_rule_for(config_, c.peer, name))
+  // The class registration will grant, so pod and allocation rules count here too.
+  Peer peer = c.peer;
+  peer.pod = pod_of_process(proc_root_, c.peer.pid, config_.kubernetes).pod;
+  if (granted == protocol::JobClass::production && !production_rule_for(config_, peer, name))
     granted = protocol::JobClass::opportunistic;
 
   protocol::MpsReply answer{};

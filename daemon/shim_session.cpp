@@ -32,11 +32,18 @@ std::string devices_text(const std::vector<int>& devices) {
   return text;
 }
 
-// " pod=<uid> container=<id> qos=<class>" for a job in a pod, else "". Every value was checked
-// by the cgroup parser (hex and dashes only), so it can be logged as is.
+// " pod=<uid> container=<id> qos=<class>" for a job in a pod, else "", then " resource=<name>"
+// and " pod_name=<namespace>/<name>" when the device plugin allocated it. Every value was checked
+// by the cgroup parser (hex and dashes) or the allocation map's (Kubernetes names), so it can be
+// logged as is.
 std::string pod_text(const std::optional<PodIdentity>& pod) {
   if (!pod) return "";
-  return " pod=" + pod->pod_uid + " container=" + pod->container_id + " qos=" + qos_name(pod->qos);
+  std::string text =
+      " pod=" + pod->pod_uid + " container=" + pod->container_id + " qos=" + qos_name(pod->qos);
+  if (pod->resource) text += " resource=" + *pod->resource;
+  if (pod->pod_namespace && pod->pod_name)
+    text += " pod_name=" + *pod->pod_namespace + "/" + *pod->pod_name;
+  return text;
 }
 
 // Why a registration is malformed, or "" when it is well formed.
@@ -76,13 +83,17 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.granted = job.requested;
   job.devices.assign(r.devices, r.devices + r.device_count);
   job.registered = Clock::now();
-  // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message.
-  CgroupIdentity cgroup = read_pod_identity(proc_root_, c.peer.pid);
-  job.peer.pod = cgroup.pod;
-  if (!cgroup.problem.empty())
+  // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message; and
+  // its allocation, from the token the device plugin mounted into its container.
+  ProcessPod found = pod_of_process(proc_root_, c.peer.pid, config_.kubernetes);
+  job.peer.pod = found.pod;
+  if (!found.cgroup_problem.empty())
     warn_limited("uid=" + std::to_string(c.peer.uid) + " cgroup",
                  "register pid=" + std::to_string(c.peer.pid) + " uid=" +
-                     std::to_string(c.peer.uid) + ": no pod identity: " + cgroup.problem);
+                     std::to_string(c.peer.uid) + ": no pod identity: " + found.cgroup_problem);
+  if (!found.allocation_problem.empty())
+    warn_limited("allocations", "register pid=" + std::to_string(c.peer.pid) +
+                                    ": no allocation: " + found.allocation_problem);
 
   std::string message = "registered";
   if (job.requested == JobClass::production && !production_rule_for(config_, job.peer, job.name)) {

@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(cmake g++ clang libclang-rt-14-dev make pkg-config binutils python3 systemd
           libspdlog-dev nlohmann-json3-dev libunwind-dev libcli11-dev libsystemd-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev prometheus)
+          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev prometheus
+          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -38,9 +38,9 @@ TEST(CgroupIdentity, SystemdDriverBurstableContainerd) {
   EXPECT_EQ(pod.pod_uid, kUid);  // '_' back to '-'
   EXPECT_EQ(pod.container_id, kId);
   EXPECT_EQ(pod.runtime, "containerd");
-  EXPECT_FALSE(pod.pod_namespace);  // only the PodResources API knows these
+  EXPECT_FALSE(pod.pod_namespace);  // only the device plugin's allocation knows these
   EXPECT_FALSE(pod.pod_name);
-  EXPECT_TRUE(pod.labels.empty());
+  EXPECT_FALSE(pod.resource);
 }
 
 TEST(CgroupIdentity, SystemdDriverBestEffortCrioAndDocker) {
@@ -231,7 +231,7 @@ Peer in_pod(PodQos qos, std::string pod_uid = kUid, std::string container_id = k
   peer.uid = 0;
   peer.gid = 0;
   peer.pod =
-      PodIdentity{qos, std::move(pod_uid), std::move(container_id), "containerd", {}, {}, {}};
+      PodIdentity{qos, std::move(pod_uid), std::move(container_id), "containerd", {}, {}, {}, {}};
   return peer;
 }
 
@@ -283,7 +283,8 @@ TEST(PodRules, CheckConfigNamesBadPodValues) {
       {"container_id": 7},
       {"qos": "gold"},
       {"pod_uid": "1a2b3c4d_5e6f_4789_abcd_ef0123456789"},
-      {"namespace": "prod"}]})");
+      {"namespace": "Prod"},
+      {"labels": {"tier": "prod"}}]})");
   ASSERT_FALSE(r.config);
   std::string text = r.error_text();
   EXPECT_NE(text.find("production[0].pod_uid: expected a pod UID in lowercase"), std::string::npos)
@@ -297,8 +298,10 @@ TEST(PodRules, CheckConfigNamesBadPodValues) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("production[5].pod_uid"), std::string::npos) << text;
-  // Rules by namespace, name or label come with the device plugin: unknown until then.
-  EXPECT_NE(text.find("production[6].namespace: unknown field"), std::string::npos) << text;
+  // Namespaces come from the device plugin, in Kubernetes' syntax; labels never (kubernetes.md).
+  EXPECT_NE(text.find("production[6].namespace: expected a namespace name"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("production[7].labels: unknown field"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST(Config, ErrorsNameThePathAndWhatWasExpected) {
             "production[1].uid: expected an integer in [0, 4294967294], got -3");
   EXPECT_EQ(errors_of(R"({"production": [{}]})"),
             "production[0]: a rule must name at least one of uid, user, gid, group, job, pod_uid, "
-            "container_id, qos");
+            "container_id, qos, resource, namespace, pod");
   EXPECT_EQ(errors_of(R"({"production": [{"user": "no-such-user-gpushare"}]})"),
             R"(production[0].user: no user named "no-such-user-gpushare")");
   EXPECT_EQ(errors_of(R"({"admin_group": "no-such-group-gpushare"})"),
@@ -109,10 +109,11 @@ TEST(Config, PolicyParametersAreCheckedByThePolicyItself) {
 }
 
 TEST(Config, UnknownFieldsAreErrorsNotSilentDefaults) {
-  EXPECT_EQ(errors_of(R"({"tick": 50})"),
-            "tick: unknown field (expected one of: admin_group, log_level, max_clients, memory, "
-            "metrics, mps, mps_pipe_directory, mps_thread_percentage, policy, production, socket, "
-            "tick_ms)");
+  EXPECT_EQ(
+      errors_of(R"({"tick": 50})"),
+      "tick: unknown field (expected one of: admin_group, kubernetes, log_level, max_clients, "
+      "memory, metrics, mps, mps_pipe_directory, mps_thread_percentage, policy, production, "
+      "socket, tick_ms)");
   EXPECT_EQ(errors_of(R"({"socket": {"pth": "/x"}})"),
             "socket.pth: unknown field (expected one of: group, mode, path)");
 }

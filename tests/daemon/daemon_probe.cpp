@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "gpushare/protocol/control_block.h"
-
 #include "probe_driver.h"
 
 namespace {
@@ -170,6 +169,12 @@ struct Probe {
         sleep_ms(5);
       }
       return describe_block();
+    }
+    if (command == "getenv") {  // what the shim set in this process (MPS client settings)
+      std::string name;
+      in >> name;
+      const char* value = std::getenv(name.c_str());
+      return value ? "env " + std::string(value) : "env (unset)";
     }
     if (command == "wait-class") {
       std::string wanted;

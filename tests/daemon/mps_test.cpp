@@ -64,8 +64,9 @@ class MpsDaemon {
     if (pid_t pid = read_pid(pipe + "/fake-control.pid"); pid > 0) ::kill(pid, SIGKILL);
   }
   bool start() {
-    process_ = ChildProcess::start({Artefacts::daemon(), "--config", dir_ / "gpushared.json"}, env_,
-                                   log_path);
+    std::vector<std::string> argv = {Artefacts::daemon(), "--config", dir_ / "gpushared.json"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    process_ = ChildProcess::start(argv, env_, log_path);
     return process_.running() &&
            eventually([&] { return run_ctl(socket, {"status"}).exit_code == 0; }, 10s, 20ms);
   }
@@ -81,6 +82,7 @@ class MpsDaemon {
 
   const TempDir& dir_;
   std::string socket, log_path, record, pipe;
+  std::vector<std::string> extra_args;  // e.g. {"--proc-root", dir}
 
  private:
   std::map<std::string, std::string> env_;
@@ -162,6 +164,56 @@ TEST(Mps, AutoStartsItsControlDaemonAndJobsBecomeClientsByClass) {
   EXPECT_NE(read_file(daemon.record).find("stdin=quit"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return ::kill(control, 0) != 0; }, 5s));
   EXPECT_NE(daemon.log().find("has quit"), std::string::npos) << daemon.log();
+}
+
+// A container allocated gpushare.io/production (docs/kubernetes.md) asks for production before
+// cuInit: the MPS answer must already see its pod and allocation, or production would run as a
+// low-priority MPS client. A fake /proc places the probe in a pod with the allocation's token.
+TEST(Mps, AProductionAllocationMakesAPriorityZeroClient) {
+  TempDir dir;
+  const std::string token(32, 'd');
+  std::filesystem::create_directories(dir / "plugin/tokens");
+  std::ofstream(dir / ("plugin/tokens/" + token)) << "{}";
+  std::ofstream(dir / "plugin/allocations.json")
+      << json{{"version", 1},
+              {"allocations",
+               {{{"token", token}, {"resource", "gpushare.io/production"}, {"devices", {"0-s0"}}}}}}
+             .dump();
+  std::filesystem::permissions(dir / "plugin/allocations.json", std::filesystem::perms(0644));
+  std::string proc = dir / "proc";
+  MpsDaemon daemon(dir, {{"mps", "auto"},
+                         {"production", json::array({{{"resource", "gpushare.io/production"}}})},
+                         {"kubernetes", {{"allocations", dir / "plugin/allocations.json"}}}});
+  daemon.extra_args = {"--proc-root", proc};
+  std::filesystem::create_directories(proc);
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+
+  auto client = [&](const std::string& job, bool with_token) {
+    ChildProcess probe = ChildProcess::start({Artefacts::probe()},
+                                             {{"PATH", "/usr/bin:/bin"},
+                                              {"LD_PRELOAD", shim_preload(Artefacts::shim())},
+                                              {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
+                                              {"GPUSHARE_SOCKET", daemon.socket},
+                                              {"GPUSHARE_JOB", job},
+                                              {"GPUSHARE_PRIORITY", "production"},
+                                              {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}},
+                                             dir / (job + ".stderr"));
+    auto ready = probe.read_line(20s);
+    if (!ready || ready->rfind("ready", 0) != 0) return std::string("no probe");
+    std::string root = proc + "/" + std::to_string(probe.pid());
+    std::filesystem::create_directories(root + "/root/etc/gpushare");
+    std::ofstream(root + "/cgroup")
+        << "0::/kubepods/burstable/pod1a2b3c4d-5e6f-4789-abcd-ef0123456789/"
+        << std::string(64, with_token ? 'a' : 'b') << "\n";
+    if (with_token)
+      std::filesystem::create_hard_link(dir / ("plugin/tokens/" + token),
+                                        root + "/root/etc/gpushare/allocation");
+    if (probe.ask("init", 20s) != "ok") return std::string("no init");
+    return probe.ask("getenv CUDA_MPS_CLIENT_PRIORITY");
+  };
+  EXPECT_EQ(client("serve", true), "env 0") << daemon.log();
+  EXPECT_EQ(client("other", false), "env 1") << daemon.log();  // same pod uid, no allocation
 }
 
 TEST(Mps, AQuitThatHangsIsKilledAfterTheTimeoutAndTheDaemonStillExits) {

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "gpushare/protocol/pod_allocation.h"
 #include "harness.h"
 
 namespace gpushare::testing {
@@ -46,7 +48,8 @@ struct FakeProc {
 ChildProcess start_probe_in(const TempDir& dir, const Daemon& daemon, const FakeProc& proc,
                             const std::string& cgroup_text, const std::string& job,
                             const std::string& priority,
-                            const std::map<std::string, std::string>& extra_env = {}) {
+                            const std::map<std::string, std::string>& extra_env = {},
+                            const std::function<void(pid_t)>& before_init = {}) {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
       {"LD_PRELOAD", Artefacts::shim()},
@@ -61,6 +64,7 @@ ChildProcess start_probe_in(const TempDir& dir, const Daemon& daemon, const Fake
   auto ready = probe.read_line(20s);
   if (!ready || ready->rfind("ready", 0) != 0) return ChildProcess();
   if (!cgroup_text.empty()) proc.place(probe.pid(), cgroup_text);
+  if (before_init) before_init(probe.pid());
   if (probe.ask("init", 20s) != "ok") return ChildProcess();
   return probe;
 }
@@ -123,9 +127,27 @@ TEST(PodIdentity, AFakeProcCgroupPutsTheJobInAPodWhoseRuleGrantsProduction) {
 TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
   TempDir dir;
   FakeProc proc(dir);
-  Daemon daemon(
-      dir,
-      {{"production", {{{"pod_uid", kServeUid}, {"job", "serve"}}, {{"container_id", kServeId}}}}});
+  // The device plugin's state: one production allocation, whose token the liar has not been
+  // given (docs/kubernetes.md).
+  const std::string production_token(32, 'c');
+  std::filesystem::create_directories(dir / "plugin/tokens");
+  std::ofstream(dir / ("plugin/tokens/" + production_token)) << "{}";
+  std::ofstream(dir / "plugin/allocations.json") << json{
+      {"version", 1},
+      {"allocations",
+       {{{"token", production_token},
+         {"resource", "gpushare.io/production"},
+         {"devices", {"0-s0"}},
+         {"namespace", "serving"},
+         {"pod", "inference-0"},
+         {"container", "server"}}}}}.dump();
+  std::filesystem::permissions(dir / "plugin/allocations.json", std::filesystem::perms(0644));
+  Daemon daemon(dir, {{"production",
+                       {{{"pod_uid", kServeUid}, {"job", "serve"}},
+                        {{"container_id", kServeId}},
+                        {{"resource", "gpushare.io/production"}},
+                        {{"namespace", "serving"}}}},
+                      {"kubernetes", {{"allocations", dir / "plugin/allocations.json"}}}});
   daemon.extra_args = {"--proc-root", proc.root};
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ChildProcess serve = start_probe_in(dir, daemon, proc, systemd_cgroup(kServeUid, "", kServeId),
@@ -148,10 +170,22 @@ TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
       {"GPUSHARE_PROC_ROOT", own / "proc"},
       {"GPUSHARE_CLASS", "production"},
       {"HOSTNAME", "serve"},
+      // What the device plugin's allocation would say, and where its token would be.
+      {"GPUSHARE_RESOURCE", "gpushare.io/production"},
+      {"POD_NAMESPACE", "serving"},
+      {"POD_NAME", "inference-0"},
+      {"GPUSHARE_ALLOCATION", dir / ("plugin/tokens/" + production_token)},
+  };
+  // Its root points the token path at the production allocation's token: a symlink, refused.
+  auto symlink_token = [&](pid_t pid) {
+    std::string root = proc.root + "/" + std::to_string(pid) + "/root";
+    std::filesystem::create_directories(root + "/etc/gpushare");
+    std::filesystem::create_symlink(dir / ("plugin/tokens/" + production_token),
+                                    root + protocol::kAllocationTokenPath);
   };
   ChildProcess liar =
       start_probe_in(dir, daemon, proc, systemd_cgroup(kTrainUid, "besteffort", kTrainId), "serve",
-                     "production", env);
+                     "production", env, symlink_token);
   ASSERT_TRUE(liar.running());
   auto l = job_with_pid(daemon.socket, liar.pid());
   ASSERT_TRUE(l);
@@ -159,6 +193,8 @@ TEST(PodIdentity, NothingAClientSetsCanRaiseItsClass) {
   EXPECT_EQ((*l)["pod_uid"], kTrainUid);
   EXPECT_EQ((*l)["container_id"], kTrainId);
   EXPECT_EQ((*l)["qos"], "besteffort");
+  EXPECT_TRUE((*l)["resource"].is_null());
+  EXPECT_TRUE((*l)["pod_namespace"].is_null());
 
   // A raw client claims to be the production pod's process in the message (client_pid): the
   // daemon reads the cgroup of its SO_PEERCRED pid, which the fake /proc does not place in a pod.
