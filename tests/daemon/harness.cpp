@@ -204,7 +204,9 @@ void Daemon::write_config(const nlohmann::json& config) {
 bool Daemon::start() {
   std::vector<std::string> argv = {Artefacts::daemon(), "--config", config_path};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  process_ = ChildProcess::start(argv, {{"PATH", "/usr/bin:/bin"}}, log_path);
+  std::map<std::string, std::string> env = extra_env;
+  env["PATH"] = "/usr/bin:/bin";
+  process_ = ChildProcess::start(argv, env, log_path);
   if (!process_.running()) return false;
   return eventually([&] { return run_ctl(socket, {"status"}).exit_code == 0; }, 10s, 20ms);
 }

@@ -80,6 +80,7 @@ class Daemon {
   std::string config_path;
   std::string log_path;
   std::vector<std::string> extra_args;  // after --config, e.g. {"--proc-root", dir}
+  std::map<std::string, std::string> extra_env;  // beside PATH, e.g. LD_LIBRARY_PATH for NVML
 
  private:
   ChildProcess process_;
