@@ -169,46 +169,60 @@ NvmlReading NvmlLibrary::read() {
   return reading;
 }
 
-NvmlSampler::NvmlSampler(std::unique_ptr<NvmlLibrary> nvml, std::chrono::milliseconds period)
-    : nvml_(std::move(nvml)), period_(period) {
-  thread_ = std::thread([this] { loop(); });
+namespace {
+
+void sample_until_stopped(const std::shared_ptr<NvmlSampler::Shared>& shared,
+                          const std::string& soname, std::chrono::milliseconds period) {
+  std::string why;
+  std::unique_ptr<NvmlLibrary> nvml = NvmlLibrary::open(soname.c_str(), &why);
+  if (!nvml)
+    spdlog::info("declarations are not checked against real use: NVML unavailable ({})", why);
+  else
+    spdlog::info("declarations checked against NVML's per-process memory every {} ms ({})",
+                 period.count(), nvml->processes_symbol());
+  std::unique_lock lock(shared->mutex);
+  while (nvml && !shared->stop) {
+    lock.unlock();
+    NvmlReading reading = nvml->read();
+    lock.lock();
+    shared->latest = std::move(reading);
+    ++shared->generation;
+    shared->wake.wait_for(lock, period, [&] { return shared->stop; });
+  }
+  shared->finished = true;
+  shared->finished_cv.notify_all();
+  lock.unlock();
+  nvml.reset();  // nvmlShutdown, on the thread that used it
+}
+
+}  // namespace
+
+NvmlSampler::NvmlSampler(std::string soname, std::chrono::milliseconds period) {
+  thread_ = std::thread([shared = shared_, soname = std::move(soname), period] {
+    sample_until_stopped(shared, soname, period);
+  });
 }
 
 NvmlSampler::~NvmlSampler() {
-  std::unique_lock lock(mutex_);
-  stop_ = true;
-  wake_.notify_all();
+  std::unique_lock lock(shared_->mutex);
+  shared_->stop = true;
+  shared_->wake.notify_all();
   // A driver call that hangs must not hang the daemon's exit: wait a little, then leave the
-  // thread (and the library it is in) to the process's end.
-  if (finished_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return finished_; })) {
-    lock.unlock();
+  // thread, which owns what it uses, to the process's end.
+  bool finished = shared_->finished_cv.wait_for(lock, std::chrono::seconds(2),
+                                                [&] { return shared_->finished; });
+  lock.unlock();
+  if (finished)
     thread_.join();
-  } else {
-    lock.unlock();
+  else
     thread_.detach();
-    (void)nvml_.release();
-  }
-}
-
-void NvmlSampler::loop() {
-  std::unique_lock lock(mutex_);
-  while (!stop_) {
-    lock.unlock();
-    NvmlReading reading = nvml_->read();
-    lock.lock();
-    latest_ = std::move(reading);
-    ++generation_;
-    wake_.wait_for(lock, period_, [this] { return stop_; });
-  }
-  finished_ = true;
-  finished_cv_.notify_all();
 }
 
 std::optional<NvmlReading> NvmlSampler::take_new(uint64_t* seen) {
-  std::lock_guard lock(mutex_);
-  if (generation_ == *seen) return std::nullopt;
-  *seen = generation_;
-  return latest_;
+  std::lock_guard lock(shared_->mutex);
+  if (shared_->generation == *seen) return std::nullopt;
+  *seen = shared_->generation;
+  return shared_->latest;
 }
 
 std::unique_ptr<NvmlSampler> start_nvml_sampler(std::chrono::milliseconds period,
@@ -217,15 +231,7 @@ std::unique_ptr<NvmlSampler> start_nvml_sampler(std::chrono::milliseconds period
     spdlog::info("declarations are not checked against NVML (memory.nvml_sample_ms is 0)");
     return nullptr;
   }
-  std::string why;
-  std::unique_ptr<NvmlLibrary> nvml = NvmlLibrary::open(soname, &why);
-  if (!nvml) {
-    spdlog::info("declarations are not checked against real use: NVML unavailable ({})", why);
-    return nullptr;
-  }
-  spdlog::info("declarations checked against NVML's per-process memory every {} ms ({})",
-               period.count(), nvml->processes_symbol());
-  return std::make_unique<NvmlSampler>(std::move(nvml), period);
+  return std::make_unique<NvmlSampler>(soname, period);
 }
 
 }  // namespace gpushare::daemon

@@ -69,10 +69,12 @@ class NvmlLibrary {
   size_t stride_ = 24;
 };
 
-// Reads NVML every `period` on its own thread and keeps the latest reading.
+// Opens NVML and reads it every `period` on its own thread, keeping the latest reading: nvmlInit
+// can take seconds on a GPU without persistence mode, and a wedged GPU can hang any call, so the
+// event loop never calls NVML itself. The outcome of opening it is logged once, from the thread.
 class NvmlSampler {
  public:
-  NvmlSampler(std::unique_ptr<NvmlLibrary> nvml, std::chrono::milliseconds period);
+  NvmlSampler(std::string soname, std::chrono::milliseconds period);
   ~NvmlSampler();
   NvmlSampler(const NvmlSampler&) = delete;
   NvmlSampler& operator=(const NvmlSampler&) = delete;
@@ -80,23 +82,23 @@ class NvmlSampler {
   // The latest reading when it is newer than the one `*seen` names (then updated), else nullopt.
   std::optional<NvmlReading> take_new(uint64_t* seen);
 
- private:
-  void loop();
+  // What the thread and the sampler share: owned by both, so a thread left behind by a hung
+  // driver call never touches a destroyed sampler.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable wake, finished_cv;
+    bool stop = false, finished = false;
+    uint64_t generation = 0;
+    NvmlReading latest;
+  };
 
-  std::unique_ptr<NvmlLibrary> nvml_;
-  std::chrono::milliseconds period_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool finished_ = false;
-  std::condition_variable finished_cv_;
-  uint64_t generation_ = 0;
-  NvmlReading latest_;
+ private:
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   std::thread thread_;
 };
 
-// The sampler the configuration asks for (`memory.nvml_sample_ms`, 0: none), or nullptr; logs
-// one line either way.
+// The sampler the configuration asks for (`memory.nvml_sample_ms`, 0: none, with one line in the
+// log), else one that opens `soname` on its thread.
 std::unique_ptr<NvmlSampler> start_nvml_sampler(std::chrono::milliseconds period,
                                                 const char* soname = "libnvidia-ml.so.1");
 

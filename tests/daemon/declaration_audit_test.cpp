@@ -184,6 +184,12 @@ TEST(NvmlLibrary, AMissingLibraryIsOneReasonNotAFailure) {
   EXPECT_EQ(NvmlLibrary::open("libgpushare-no-such-nvml.so.1", &why), nullptr);
   EXPECT_FALSE(why.empty());
   EXPECT_EQ(start_nvml_sampler(std::chrono::milliseconds(0)), nullptr) << "off";
+  // Started without the library, the sampler never has a reading and stops at once.
+  auto sampler =
+      start_nvml_sampler(std::chrono::milliseconds(100), "libgpushare-no-such-nvml.so.1");
+  ASSERT_NE(sampler, nullptr);
+  uint64_t seen = 0;
+  EXPECT_FALSE(sampler->take_new(&seen));
 }
 
 }  // namespace
