@@ -24,10 +24,12 @@ std::map<uint32_t, Measured> by_pid(const NvmlReading& reading) {
   for (const DeviceProcesses& d : reading.devices)
     for (const ProcessUse& p : d.processes) {
       Measured& m = out[p.pid];
-      if (!p.bytes) m.available = false;
+      if (!p.bytes) {
+        m.available = false;
+        continue;
+      }
       // Saturating: NVML's numbers are checked, not trusted.
-      else
-        m.bytes = *p.bytes > UINT64_MAX - m.bytes ? UINT64_MAX : m.bytes + *p.bytes;
+      m.bytes = *p.bytes > UINT64_MAX - m.bytes ? UINT64_MAX : m.bytes + *p.bytes;
     }
   return out;
 }
@@ -112,12 +114,10 @@ bool DeclarationAudit::apply(Registry& registry, const NvmlReading& reading,
   for (auto& [id, job] : registry.jobs()) by_process[job.peer.pid].push_back(&job);
   bool changed = false;
   for (auto& [pid, jobs] : by_process) {
+    // Swappable memory is not checked, so where the rest is does not depend on the swap state.
     uint64_t declared = 0;
-    bool moving = false;  // memory on its way to or from host: nothing to compare while it moves
-    for (Job* job : jobs) {
+    for (Job* job : jobs)
       for (const auto& [device, d] : job->memory_on) declared += checked_bytes(*job, device);
-      moving = moving || job->memory_state.state != SwapState::resident;
-    }
     auto it = measured.find(static_cast<uint32_t>(pid));
     policies::DeclarationSample sample;
     sample.declared_bytes = declared;
@@ -129,7 +129,7 @@ bool DeclarationAudit::apply(Registry& registry, const NvmlReading& reading,
       sample.excess_lasted =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - excess_it->second.since);
     policies::DeclarationCheck check{};
-    if (!moving && pid > 0) check = policies::check_declaration(sample, params);
+    if (pid > 0) check = policies::check_declaration(sample, params);
     bool excess = check.verdict == DeclarationVerdict::excess_in_grace ||
                   check.verdict == DeclarationVerdict::over_declaring;
     if (!excess && excess_it != excess_.end()) excess_.erase(excess_it);

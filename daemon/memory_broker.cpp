@@ -98,9 +98,9 @@ uint64_t job_resident(const Job& job, int device) {
 uint64_t job_unhonoured(const Job& job, int device) {
   const JobMemory& m = job.memory_state;
   auto it = m.unhonoured.find(device);
-  if (it == m.unhonoured.end() || m.state != SwapState::resident) return 0;
-  // At most its memory that cannot move to host: what is left stays counted as resident, evictable
-  // and leaving alike, so device_use's sums never underflow.
+  if (it == m.unhonoured.end()) return 0;
+  // At most its memory that cannot move to host, which stays on the device in every swap state:
+  // resident, evictable and leaving bytes keep their order, so device_use's sums never underflow.
   return std::min(it->second, job_bytes(job, device) - job_swappable(job, device));
 }
 

@@ -54,7 +54,7 @@ uint64_t job_swap_progress(const Job& job);
 uint64_t job_moved_out(const Job& job, int device);
 uint64_t job_resident(const Job& job, int device);  // what of it is on the device now
 // Its declared bytes that admission does not count: beyond what NVML sees its process hold
-// (memory_audit.h), while resident; at most its non-swappable bytes there.
+// (memory_audit.h); at most its non-swappable bytes there.
 uint64_t job_unhonoured(const Job& job, int device);
 bool holds_memory_on(const Job& job, int device);
 DeviceMemoryUse device_use(Registry& registry, int device);

@@ -95,15 +95,24 @@ TEST_F(AuditOfDeclarations, WithNoJobPidEverListedAbsenceDecidesNothing) {
   EXPECT_FALSE(audit.listing_trusted());
 }
 
-TEST_F(AuditOfDeclarations, MeasuredAboveDeclaredAndMemoryOnItsWayToHostAreLeftAlone) {
+TEST_F(AuditOfDeclarations, MeasuredAboveDeclaredIsLeftAlone) {
   Job& pools = add_job(100, protocol::JobClass::production);
   declare(pools, 0, 1, 512 * kMiB);
-  Job& moving = add_job(300);
-  declare(moving, 0, 1, 512 * kMiB);
-  moving.memory_state.state = SwapState::swapping_out;
-  EXPECT_FALSE(apply_past_grace(listing({{100, 2048 * kMiB}, {300, 0}})));
+  EXPECT_FALSE(apply_past_grace(listing({{100, 2048 * kMiB}})));
   EXPECT_EQ(job_unhonoured(pools, 0), 0u);
-  EXPECT_EQ(job_unhonoured(moving, 0), 0u);
+}
+
+TEST_F(AuditOfDeclarations, ASwappedOutJobIsCheckedOnWhatStaysOnTheDevice) {
+  Job& seen = add_job(100);
+  declare(seen, 0, 1, 8 * kMiB);
+  Job& job = add_job(300);
+  declare(job, 0, 1, 512 * kMiB, kSwappable);  // on host now: not checked
+  declare(job, 0, 2, 256 * kMiB);              // device memory it never allocated
+  job.memory_state.state = SwapState::swapped_out;
+  ASSERT_TRUE(apply_past_grace(listing({{100, 8 * kMiB}})));
+  EXPECT_EQ(job_unhonoured(job, 0), 256 * kMiB - 64 * kMiB);
+  // What admission counts of it: none of the managed memory (on host), 64 MiB of the rest.
+  EXPECT_EQ(device_use(registry, 0).resident, 8 * kMiB + 64 * kMiB);
 }
 
 TEST_F(AuditOfDeclarations, SwappableMemoryIsNotChecked) {
