@@ -94,8 +94,8 @@ bool DeclarationAudit::apply(Registry& registry, const NvmlReading& reading,
     under_mps_ = true;
     if (mps_noted_.insert(d.index).second)
       spdlog::info(
-          "NVML device {}: an MPS server runs there and NVML lists it instead of its clients: "
-          "declarations of jobs missing from NVML's list are not checked while it runs",
+          "NVML device {}: an MPS server runs there and holds its clients' memory: declarations "
+          "are not checked while it runs",
           d.index);
   }
   bool jobs_hold_memory = false;
@@ -129,7 +129,9 @@ bool DeclarationAudit::apply(Registry& registry, const NvmlReading& reading,
       sample.excess_lasted =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - excess_it->second.since);
     policies::DeclarationCheck check{};
-    if (pid > 0) check = policies::check_declaration(sample, params);
+    // Under MPS the server holds its clients' memory, and what NVML reports of a client listed
+    // under its own pid is not known to be all it holds: nobody is judged while it runs.
+    if (pid > 0 && !under_mps_) check = policies::check_declaration(sample, params);
     bool excess = check.verdict == DeclarationVerdict::excess_in_grace ||
                   check.verdict == DeclarationVerdict::over_declaring;
     if (!excess && excess_it != excess_.end()) excess_.erase(excess_it);

@@ -6,11 +6,11 @@
 // others are admitted into that room. The job itself is never dropped, refused or paused for it,
 // and its limit still counts all it declared.
 //
-// NVML names the jobs' processes only where its pids are the daemon's pids: under MPS it lists
-// the MPS server instead of its clients, and a daemon in another pid namespace than NVML's sees
-// other numbers. So a job absent from NVML's list counts as holding nothing only while no MPS
-// server is listed and some job's pid has been found in it; otherwise absence decides nothing,
-// and the log says why, once.
+// NVML names the jobs' processes only where its pids are the daemon's pids: under MPS the MPS
+// server holds its clients' memory, and a daemon in another pid namespace than NVML's sees other
+// numbers. So nobody is judged while a reading lists an MPS server, and a job absent from NVML's
+// list counts as holding nothing only once some job's pid has been found in it; the log says
+// why, once.
 //
 // Jobs are matched by pid over all devices: the daemon's device numbers are the jobs' CUDA
 // ordinals, NVML's are physical, and the two differ under CUDA_VISIBLE_DEVICES. A job's

@@ -84,6 +84,11 @@ TEST_F(AuditOfDeclarations, UnderMpsAbsenceDecidesNothing) {
   EXPECT_EQ(job_unhonoured(client, 0), 0u);
   EXPECT_FALSE(client.memory_state.measured_bytes) << "not measured";
   EXPECT_FALSE(audit.listing_trusted());
+  // Nor is a client listed under its own pid with less than it declared: the server holds it.
+  Job& listed = add_job(300);
+  declare(listed, 0, 1, 1024 * kMiB);
+  EXPECT_FALSE(apply(listing({{50, 2100 * kMiB}, {300, 0}}, true), t0 + 30s));
+  EXPECT_EQ(job_unhonoured(listed, 0), 0u);
 }
 
 TEST_F(AuditOfDeclarations, WithNoJobPidEverListedAbsenceDecidesNothing) {
