@@ -181,6 +181,18 @@ void Server::expire_reservations(Clock::time_point now) {
   if (expired) publish_views(registry_, memory_, config_.memory);
 }
 
+void Server::check_declarations(Clock::time_point now) {
+  if (!nvml_) return;
+  std::optional<NvmlReading> reading = nvml_->take_new(&nvml_seen_);  // never waits for NVML
+  if (!reading) return;
+  policies::DeclarationCheckParams params;
+  params.grace = config_.memory.declaration_grace;
+  if (declaration_audit_.apply(registry_, *reading, params, now, log_limiter_)) {
+    publish_views(registry_, memory_, config_.memory);
+    serve_memory_waiters(now);  // room a waiting production allocation may take
+  }
+}
+
 void Server::answer_memory(uint64_t job_id, int fd, bool admitted) {
   auto it = connections_.find(fd);
   if (it == connections_.end() || it->second.job_id != job_id) return;  // gone meanwhile

@@ -95,6 +95,15 @@ uint64_t job_resident(const Job& job, int device) {
   return resident_with(job, device, job_moved_out(job, device));
 }
 
+uint64_t job_unhonoured(const Job& job, int device) {
+  const JobMemory& m = job.memory_state;
+  auto it = m.unhonoured.find(device);
+  if (it == m.unhonoured.end()) return 0;
+  // At most its memory that cannot move to host, which stays on the device in every swap state:
+  // resident, evictable and leaving bytes keep their order, so device_use's sums never underflow.
+  return std::min(it->second, job_bytes(job, device) - job_swappable(job, device));
+}
+
 bool holds_memory_on(const Job& job, int device) {
   return job.memory_on.count(device) > 0;
 }
@@ -103,7 +112,8 @@ DeviceMemoryUse device_use(Registry& registry, int device) {
   DeviceMemoryUse use;
   for (auto& [id, job] : registry.jobs()) {
     uint64_t moved = job_moved_out(job, device);
-    use.resident += resident_with(job, device, moved);
+    // Declared beyond what its process holds, past the grace period: not counted (memory_audit.h).
+    use.resident += resident_with(job, device, moved) - job_unhonoured(job, device);
     bool opportunistic = job.granted == protocol::JobClass::opportunistic;
     SwapState s = job.memory_state.state;
     // What is already on host is neither resident nor leaving: room a waiter may take now.

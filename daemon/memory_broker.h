@@ -53,6 +53,9 @@ uint64_t job_swap_progress(const Job& job);
 // That progress as room freed on `device` (what cannot have come from its other devices).
 uint64_t job_moved_out(const Job& job, int device);
 uint64_t job_resident(const Job& job, int device);  // what of it is on the device now
+// Its declared bytes that admission does not count: beyond what NVML sees its process hold
+// (memory_audit.h); at most its non-swappable bytes there.
+uint64_t job_unhonoured(const Job& job, int device);
 bool holds_memory_on(const Job& job, int device);
 DeviceMemoryUse device_use(Registry& registry, int device);
 // The job's limit per device: `gpusharectl set-limit`, else the first matching rule.

@@ -66,10 +66,12 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   }
   for (const auto& [key, value] : s.items())
     if (key != "capacity" && key != "devices" && key != "reserve" && key != "limits" &&
-        key != "swap_timeout_ms" && key != "oversubscribe")
+        key != "swap_timeout_ms" && key != "oversubscribe" && key != "nvml_sample_ms" &&
+        key != "declaration_grace_ms")
       errors->push_back("memory." + key +
-                        ": unknown field (expected one of: capacity, devices, limits, "
-                        "oversubscribe, reserve, swap_timeout_ms)");
+                        ": unknown field (expected one of: capacity, declaration_grace_ms, "
+                        "devices, limits, nvml_sample_ms, oversubscribe, reserve, "
+                        "swap_timeout_ms)");
   if (s.contains("oversubscribe")) {
     if (!s["oversubscribe"].is_boolean())
       errors->push_back("memory.oversubscribe: expected true or false, got " +
@@ -130,6 +132,22 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
     else
       out->swap_timeout = std::chrono::milliseconds(v.get<int64_t>());
   }
+  // Declarations checked against NVML (daemon/memory_audit.h): how often NVML is read (0: never),
+  // and how long declared memory may exceed what the process holds before it stops counting.
+  auto milliseconds = [&](const char* key, int64_t low, int64_t high, bool zero_allowed,
+                          std::chrono::milliseconds* into) {
+    if (!s.contains(key)) return;
+    const json& v = s[key];
+    bool in_range = v.is_number_integer() && v.get<int64_t>() >= low && v.get<int64_t>() <= high;
+    if (!in_range && !(zero_allowed && v.is_number_integer() && v.get<int64_t>() == 0))
+      errors->push_back(std::string("memory.") + key + ": expected " +
+                        (zero_allowed ? "0 (off) or " : "") + "an integer in [" +
+                        std::to_string(low) + ", " + std::to_string(high) + "], got " + shown(v));
+    else
+      *into = std::chrono::milliseconds(v.get<int64_t>());
+  };
+  milliseconds("nvml_sample_ms", 100, 60000, true, &out->nvml_sample);
+  milliseconds("declaration_grace_ms", 500, 3600000, false, &out->declaration_grace);
 }
 
 }  // namespace gpushare::daemon

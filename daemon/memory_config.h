@@ -39,6 +39,11 @@ struct MemoryConfig {
   // default: managed memory changes how a job allocates, and on a shared GPU nobody should get
   // managed memory beyond what the card has free unless an operator set a capacity for it.
   bool oversubscribe = false;
+  // Declarations checked against the memory NVML sees each process hold (memory_audit.h): how
+  // often NVML is read, off the event loop (0: never; fixed at start), and how long declared
+  // memory may exceed it before the excess stops counting toward the capacity.
+  std::chrono::milliseconds nvml_sample{2000};
+  std::chrono::milliseconds declaration_grace{30000};
 };
 
 // Parses bytes given as an integer or a string with a K/M/G/T (binary) suffix.

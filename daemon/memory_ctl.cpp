@@ -101,6 +101,12 @@ json Server::memory_json(const Job& job, bool with_sites) const {
   for (const auto& [device, bytes] : job.memory_by_device())
     on_host += bytes - std::min(bytes, job_resident(job, device));
   out["on_host_bytes"] = on_host;
+  // Declarations checked against NVML (memory_audit.h): null when not measured.
+  uint64_t unhonoured = 0;
+  for (const auto& [device, bytes] : job.memory_by_device())
+    unhonoured += job_unhonoured(job, device);
+  out["measured_bytes"] = m.measured_bytes ? json(*m.measured_bytes) : json(nullptr);
+  out["unhonoured_bytes"] = unhonoured;
   if (with_sites) {
     // Site ids come from the client: only announced ones are listed by id; the others (made up,
     // or announced to a daemon before a restart) share one "?" entry. At most kSitesInReply,

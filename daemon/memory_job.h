@@ -28,6 +28,11 @@ struct JobMemory {
   double bytes_per_second = 0;  // measured on its last swap; 0: not measured yet
   uint64_t swaps_out = 0, swaps_in = 0;
   uint64_t swapped_out_bytes = 0, swapped_in_bytes = 0;  // as the shim reported each swap
+  // Declarations checked against NVML (memory_audit.h): what its process holds (nullopt: not
+  // measured), and the declared bytes per device that admission no longer counts because its
+  // declarations exceed that by more than the slack for longer than the grace period.
+  std::optional<uint64_t> measured_bytes;
+  std::map<int, uint64_t> unhonoured;
   // Allocation sites (GPUSHARE_TRACE_ALLOC=1): site id -> description, from the shim.
   std::map<uint32_t, std::string> sites;
 };

@@ -108,6 +108,7 @@ int Server::run() {
              mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
              Clock::now());
   start_metrics();
+  nvml_ = start_nvml_sampler(config_.memory.nvml_sample);  // nvml_usage.h; nullptr: off
   sd_notify(0, "READY=1");
   notify_status();
   epoll_event events[64];
@@ -379,6 +380,7 @@ void Server::tick() {
     last_expiry_check_ = now;
     expire_reservations(now);  // memory_admission.cpp
   }
+  check_declarations(now);  // memory_admission.cpp
   log_limiter_.flush(now, [](const std::string& key, uint64_t suppressed) {
     spdlog::warn("suppressed {} more log lines of {}", suppressed, key);
   });

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
@@ -20,6 +21,7 @@
 #include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
+#include "memory_audit.h"
 #include "memory_broker.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
@@ -104,6 +106,7 @@ class Server {
   void on_alloc_site(Connection& c, const protocol::AllocSite& s);
   void memory_tick(Clock::time_point now);
   void expire_reservations(Clock::time_point now);  // reservations never used (finding 5)
+  void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
   void serve_memory_waiters(Clock::time_point now);
   void answer_memory(uint64_t job_id, int fd, bool admitted);
   nlohmann::json ctl_set_limit(const Peer& caller, const nlohmann::json& request);
@@ -135,6 +138,9 @@ class Server {
   std::map<int, policies::Parameters> runtime_parameters_;  // with runtime_policies_
   Scheduler scheduler_;
   MemoryBroker memory_;
+  std::unique_ptr<NvmlSampler> nvml_;  // declarations checked against real use (memory_audit.h)
+  uint64_t nvml_seen_ = 0;             // the last reading applied
+  DeclarationAudit declaration_audit_;
   PolicyChoice choice_for(int device) const;
   std::unordered_map<int, Connection> connections_;
   std::vector<uint8_t> buffer_;  // one received frame

@@ -1,7 +1,8 @@
 // Fake libnvidia-ml.so.1: the few NVML calls that report device memory and identity, answering from
 // the same simulated devices as the fake libcuda.so.1 (so nvidia-smi-style readers see what CUDA
-// used).
+// used), and the per-process list (nvmlDeviceGetComputeRunningProcesses) from the same accounting.
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include "cuda_api.h"
@@ -15,6 +16,7 @@ namespace {
 // NVML return codes (nvml.h).
 constexpr nvmlReturn_t kInvalidArgument = 2;
 constexpr nvmlReturn_t kInsufficientSize = 7;
+constexpr nvmlReturn_t kNotFound = 6;
 constexpr nvmlReturn_t kDriverNotLoaded = 9;
 constexpr nvmlReturn_t kArgumentVersionMismatch = 25;
 // NVML_STRUCT_VERSION(Memory, 2): the struct's size with the version in the top byte.
@@ -22,6 +24,47 @@ constexpr unsigned int kMemoryV2Version = sizeof(nvmlMemory_v2_t) | (2u << 24);
 
 std::atomic<int> g_init_count{0};
 nvmlDevice_st g_devices[gpushare::fake::kMaxDevices];
+
+// nvml.h's nvmlProcessInfo_v1_t, and _v2_t (which the _v2 and _v3 calls fill).
+struct ProcessInfoV1 {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+struct ProcessInfoV2 {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+static_assert(sizeof(ProcessInfoV1) == 16 && sizeof(ProcessInfoV2) == 24);
+
+nvmlReturn_t device_index(nvmlDevice_t device, int* index);
+
+// NVML's contract: with too small an array (or none), INSUFFICIENT_SIZE and the count needed.
+template <class Info>
+nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* count, Info* infos) {
+  int index = 0;
+  if (nvmlReturn_t r = device_index(device, &index); r != kNvmlSuccess) return r;
+  if (count == nullptr) return kInvalidArgument;
+  gpushare::fake::ProcessMemory listed[gpushare::fake::kMaxProcesses];
+  int n = gpushare::fake::processes_on(index, listed, gpushare::fake::kMaxProcesses);
+  if (static_cast<unsigned>(n) > *count || (n > 0 && infos == nullptr)) {
+    *count = static_cast<unsigned>(n);
+    return kInsufficientSize;
+  }
+  for (int i = 0; i < n; ++i) {
+    Info info{};
+    info.pid = static_cast<unsigned>(listed[i].pid);
+    info.usedGpuMemory = listed[i].bytes;
+    if constexpr (sizeof(Info) == sizeof(ProcessInfoV2)) {
+      info.gpuInstanceId = 0xFFFFFFFFu;  // no MIG
+      info.computeInstanceId = 0xFFFFFFFFu;
+    }
+    infos[i] = info;
+  }
+  *count = static_cast<unsigned>(n);
+  return kNvmlSuccess;
+}
 
 nvmlReturn_t device_index(nvmlDevice_t device, int* index) {
   if (g_init_count.load() == 0) return kNvmlErrorUninitialized;
@@ -107,6 +150,36 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
   memory->reserved = 0;
   memory->used = info.used_bytes;
   memory->free = info.free_bytes;
+  return kNvmlSuccess;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                  ProcessInfoV1* infos) {
+  return running_processes(device, count, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                     ProcessInfoV2* infos) {
+  return running_processes(device, count, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     ProcessInfoV2* infos) {
+  return running_processes(device, count, infos);
+}
+
+// The program's name, from /proc/<pid>/comm (the real call gives the full path).
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int length) {
+  if (g_init_count.load() == 0) return kNvmlErrorUninitialized;
+  if (name == nullptr || length == 0) return kInvalidArgument;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/comm", pid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return kNotFound;
+  size_t n = std::fread(name, 1, length - 1, f);
+  std::fclose(f);
+  while (n > 0 && name[n - 1] == '\n') --n;
+  name[n] = '\0';
   return kNvmlSuccess;
 }
 }  // extern "C"

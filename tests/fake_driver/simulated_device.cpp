@@ -312,6 +312,19 @@ void account_free(int device, uint64_t bytes, bool managed, int owner_pid) {
   reclaim_dead_processes(d);
 }
 
+int processes_on(int device, ProcessMemory* out, int max) {
+  DeviceState& d = state(device);
+  DeviceLock lock(d);
+  reclaim_dead_processes(d);
+  int n = 0;
+  for (const ProcessMemory& p : d.processes) {
+    if (p.pid == 0 || p.bytes == 0) continue;
+    if (n < max) out[n] = p;
+    ++n;
+  }
+  return n;
+}
+
 MemoryInfo memory_info(int device) {
   DeviceState& d = state(device);
   DeviceLock lock(d);

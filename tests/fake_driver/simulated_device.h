@@ -42,6 +42,10 @@ struct MemoryInfo {
 };
 MemoryInfo memory_info(int device);
 
+// The processes holding memory on `device` (dead ones reclaimed first), as NVML lists them:
+// up to `max` of them into `out`; returns how many there are (may exceed `max`).
+int processes_on(int device, ProcessMemory* out, int max);
+
 // This process's pid, cached (getpid() is a system call) and refreshed in fork children.
 int current_pid();
 }  // namespace gpushare::fake

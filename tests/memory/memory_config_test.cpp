@@ -44,5 +44,26 @@ TEST(MemoryConfig, MistakesAreNamed) {
             std::string::npos);
 }
 
+TEST(MemoryConfig, TheNvmlCheckKnobsHaveDefaultsAndNameTheirMistakes) {
+  ConfigResult defaults = parse_config(R"({})");
+  ASSERT_TRUE(defaults.config) << defaults.error_text();
+  EXPECT_EQ(defaults.config->memory.nvml_sample.count(), 2000);
+  EXPECT_EQ(defaults.config->memory.declaration_grace.count(), 30000);
+  ConfigResult set =
+      parse_config(R"({"memory": {"nvml_sample_ms": 0, "declaration_grace_ms": 5000}})");
+  ASSERT_TRUE(set.config) << set.error_text();
+  EXPECT_EQ(set.config->memory.nvml_sample.count(), 0) << "0: off";
+  EXPECT_EQ(set.config->memory.declaration_grace.count(), 5000);
+  for (const char* bad :
+       {R"({"memory": {"nvml_sample_ms": 50}})", R"({"memory": {"nvml_sample_ms": "2s"}})",
+        R"({"memory": {"nvml_sample_ms": -1}})"})
+    EXPECT_NE(parse_config(bad).error_text().find("memory.nvml_sample_ms"), std::string::npos)
+        << bad;
+  for (const char* bad : {R"({"memory": {"declaration_grace_ms": 0}})",
+                          R"({"memory": {"declaration_grace_ms": 1e9}})"})
+    EXPECT_NE(parse_config(bad).error_text().find("memory.declaration_grace_ms"), std::string::npos)
+        << bad;
+}
+
 }  // namespace
 }  // namespace gpushare::daemon
