@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target gpushare gpushared gpusharectl gpushare_fake_cuda client_workload
+cmake --build build -j"$(nproc)" --target gpushare gpushared gpusharectl gpushare_fake_cuda gpushare_fake_nvml \
+  client_workload
 
 work=$(mktemp -d)
 daemon_pid=
@@ -36,7 +37,11 @@ alone=$(job train opportunistic 2 2>/dev/null | rate)
 echo "   $alone kernels/s"
 
 echo "== gpushared with the harvest policy; a production and an opportunistic job share the GPU"
-build/daemon/gpushared --config "$work/gpushared.json" >"$work/gpushared.log" 2>&1 &
+# The daemon reads the simulated GPU's inventory (which UUID is which device) from the fake NVML,
+# as it would read the real one.
+LD_LIBRARY_PATH="$(dirname "$(find build/tests/fake_driver -name 'libnvidia-ml.so.1' | head -n1)")" \
+  GPUSHARE_FAKE_DEVICE_FILE="$work/gpu" \
+  build/daemon/gpushared --config "$work/gpushared.json" >"$work/gpushared.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 50); do [ -S "$work/gpushared.sock" ] && break; sleep 0.1; done
 job serve production 6 >"$work/serve.json" & serve_pid=$!
