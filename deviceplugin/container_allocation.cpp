@@ -11,17 +11,18 @@
 namespace gpushare::deviceplugin {
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
 
 bool is_uuid(const std::string& gpu) {
   return gpu.rfind("GPU-", 0) == 0 || gpu.rfind("MIG-", 0) == 0;
 }
 
 }  // namespace
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
 
 ContainerAllocation container_allocation(const AllocationSettings& settings,
                                          const std::string& priority,

@@ -38,4 +38,7 @@ ContainerAllocation container_allocation(const AllocationSettings& settings,
                                          const std::vector<std::string>& gpus,
                                          const std::string& token_host_path);
 
+// "a,b,c": the form NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and the log lines use.
+std::string joined(const std::vector<std::string>& items);
+
 }  // namespace gpushare::deviceplugin

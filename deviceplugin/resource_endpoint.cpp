@@ -17,16 +17,6 @@
 
 namespace gpushare::deviceplugin {
 
-namespace {
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
-
-}  // namespace
-
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
   DevicePluginService(const ResourceClass& resource, const PluginOptions& options,
