@@ -26,6 +26,14 @@ Moments moments(const std::deque<double>& values) {
 
 constexpr size_t index(RunMode mode) { return static_cast<size_t>(mode); }
 
+// A cost taken `noise_margin` standard errors low (the benefit of the doubt) or high.
+double charged_low(const ModeCost& c, const ConcurrencySettings& s) {
+  return std::max(0.0, c.harm - s.noise_margin * c.error);
+}
+double charged_high(const ModeCost& c, const ConcurrencySettings& s) {
+  return std::max(0.0, c.harm + s.noise_margin * c.error);
+}
+
 }  // namespace
 
 std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
@@ -44,7 +52,7 @@ double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasure
     if (!measures.cost[m]) return 0;  // unknown until every cost is measured
     const ModeCost& cost = *measures.cost[m];
     total += weights[m];
-    lost += weights[m] * std::max(0.0, cost.harm + settings.noise_margin * cost.error);
+    lost += weights[m] * charged_low(cost, settings);
   }
   // Only a loss beyond the target is carried: a budget left unspent is not banked for later.
   return std::max(0.0, lost - (1 - settings.target) * total) / kDebtHorizon;
@@ -60,20 +68,25 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
       return shares;
     }
   }
-  // Each candidate's cost taken high by its noise; what the target allows, less what exploring
-  // the candidates will spend if the budget, not the time, ends up limiting them.
+  // What the target allows, less what exploring the candidates will spend if the budget, not the
+  // time, ends up limiting them. A candidate whose cost, taken low by its noise, fits the budget
+  // over all the time it could get is charged that: a loss the measurements cannot tell from
+  // nothing does not throttle. Any other is charged its cost taken high: where throttling is
+  // shown to be needed, it errs toward production.
+  const double time = 1 - settings.reference_share;
+  const double allowed = std::max(0.0, 1 - settings.target - debt);
   std::array<double, kRunModes> cost{};
-  double budget = 1 - settings.target - debt;
+  double budget = allowed;
   for (RunMode m : kCandidates) {
     const ModeCost& c = *measures.cost[index(m)];
-    cost[index(m)] = std::max(0.0, c.harm + settings.noise_margin * c.error);
+    const double low = charged_low(c, settings);
+    cost[index(m)] = low * time <= allowed ? low : charged_high(c, settings);
     budget -= settings.explore_share * cost[index(m)];
   }
   budget = std::max(0.0, budget);
   // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b with
   // f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex: each
   // mode alone as far as time or budget allows, or both with time and budget used up.
-  const double time = 1 - settings.reference_share;
   const size_t g = index(RunMode::gated), b = index(RunMode::beside);
   const double gain_g = std::max(0.0, *measures.gain[g]), gain_b = std::max(0.0, *measures.gain[b]);
   auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };

@@ -15,7 +15,12 @@
 // three modes, each production job's speed on the GPU (kernels completed per second it had work
 // in flight: throughput for a GPU-bound loop, latency per request for a server) is averaged per
 // mode, and so is what the opportunistic jobs launched. A mode's cost is 1 - its mean speed over
-// the paused one, taken `noise_margin` standard errors high. The shares then maximise the
+// the paused one. A cost that, taken `noise_margin` standard errors low, fits the target over all
+// the time the mode could get is charged that low value (a loss the measurements cannot tell from
+// noise does not throttle: on the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken
+// high held the opportunistic job to 0.28 of its solo rate where MPS client priority alone gave
+// 0.86 with production at 1.06); any other cost is taken that many standard errors high. The
+// shares then maximise the
 // opportunistic gain with the production loss sum(share x cost) within 1 - target: the modes in
 // order of gain per cost, each given what the remaining budget allows (a fractional knapsack),
 // the reference keeping `reference_share`, and a mode that could still get time at least
@@ -37,7 +42,7 @@ inline constexpr size_t kRunModes = 3;
 
 struct ConcurrencySettings {
   double target = 0.95;           // fraction of its solo speed each production job must keep
-  double noise_margin = 1.0;      // standard errors added to a cost before it is spent
+  double noise_margin = 1.0;      // standard errors a cost is taken low (fits) or high (does not)
   double reference_share = 0.05;  // paused at least this share (the reference stays current)
   double explore_share = 0.05;    // a mode that could get time is run at least this share
   size_t samples = 16;            // recent samples per mode (per production job; gains: per device)
@@ -66,7 +71,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
 
 // The recent periods' modes, each weighted by how long ago it ran (a period's weight decays by
 // 1 / kDebtMemory per period), are what production has lost so far: sum(weight x cost, taken
-// high by its noise) beyond (1 - target) x sum(weight) is the debt, paid back over kDebtHorizon
+// low by its noise: a loss that cannot be shown is not repaid) beyond (1 - target) x sum(weight) is the debt, paid back over kDebtHorizon
 // periods; a loss below the target is not banked. Learning the costs
 // (equal shares, on the H100 about 1.5 s of busy production) spent 4 % of a 6 s benchmark window
 // beyond the target beside a saturating job; with the debt the periods after it repay it.

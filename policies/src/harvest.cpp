@@ -440,12 +440,13 @@ class HarvestPolicy final : public Policy {
         gate.max_in_flight = !kernel_gating_ && !concurrency_
                                  ? in_flight_
                                  : (gating() && !production_idle_ ? in_flight_ : 0);
-        // With concurrency, production idle and the paused mode in force, the relay holds the
-        // opportunistic jobs the moment production launches again, not at the next tick: in S5
-        // on the H100 production paused for whole on-phases still reached only 0.87-0.91, losing
-        // each on-phase's start to the opportunistic launches of up to a window.
-        gate.production_idle_only =
-            gating() || (concurrency_ && production_idle_ && mode_ == RunMode::paused);
+        // With concurrency and production idle, the relay holds the opportunistic jobs the moment
+        // production launches again, whatever the mode, until the next tick applies the mode of
+        // the busy period: in S5 on the H100 production paused for whole on-phases still reached
+        // only 0.87-0.91, losing each on-phase's start to the opportunistic launches of up to a
+        // window, and that window is not measured (the first one after production's return is
+        // skipped), so the budget cannot see that loss to ration it.
+        gate.production_idle_only = gating() || (concurrency_ && production_idle_);
         // The budget compares production's speed per busy second in every mode: the relay must
         // sample its busy time in paused and beside periods too.
         gate.measure_production = concurrency_;

@@ -10,7 +10,7 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 carry=$(realpath .carry)
 D="LD_LIBRARY_PATH=$carry/lib $carry/bin/gpushared --config {config}"
-G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp /tmp/bmps)
+G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tmp/bmps}")
 # GPUSHARE_BENCH_TRACE=1: every part's daemons log each tick (the S1 parts always do).
 [ -n "${GPUSHARE_BENCH_TRACE:-}" ] && G+=(--gpushare-log-level trace)
 ROWS=(--skip sequential streams ticktock mps-thr30)

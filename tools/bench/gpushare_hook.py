@@ -71,18 +71,24 @@ def stop_daemon(proc):
 # (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), so that none of its kernels can hold every SM while
 # production waits; with -prio it is an MPS client at client priority 1
 # (CUDA_MPS_CLIENT_PRIORITY=1: the GPU schedules production's blocks first), the substrate the
-# `harvest` policy is built for.
-_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio))?$")
+# `harvest` policy is built for. "POLICY@mps-auto": the daemon runs its own MPS control daemon
+# (config "mps": "auto") and its shims make the jobs its clients, production at priority 0 and
+# opportunistic at 1: what an installed gpushared with "mps": "auto" does, where @mps-prio
+# reproduces it with the harness's MPS daemon.
+_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio)|(-auto))?$")
 
 
 def split_policy(policy):
     """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); '@mps-prio' gives 'prio' in
-    place of the thread percentage; no suffix: (.., False, None)."""
+    place of the thread percentage; '@mps-auto' gives (.., False, 'auto'): not a client of the
+    harness's MPS daemon; no suffix: (.., False, None)."""
     m = _MPS_SUFFIX.search(policy)
     bare = policy[:m.start()] if m else policy
     name, _, params = bare.partition(":")
     if m and m.group(2):
         return name, params, True, "prio"
+    if m and m.group(3):
+        return name, params, False, "auto"
     thread_pct = int(m.group(1)) if m and m.group(1) else None
     if thread_pct is not None and not 1 <= thread_pct <= 100:
         raise ValueError(f"{policy}: the MPS thread percentage must be 1..100")
@@ -125,9 +131,11 @@ class Gpushare:
             sock = self.socket(policy)
             # gpushared takes its settings from a config file: one per policy, root may claim
             # production (the harness runs as root), the policy on every device.
-            name, params, _, _ = split_policy(policy)
+            name, params, _, substrate = split_policy(policy)
             config = {"socket": {"path": sock}, "production": [{"uid": os.getuid()}],
                       "policy": {"default": name}, "tick_ms": 50, "log_level": self.log_level}
+            if substrate == "auto":
+                config["mps"] = "auto"
             if params:
                 config["policy"]["parameters"] = {name: {k: float(v) for k, v in
                                                          (kv.split("=") for kv in params.split(","))}}

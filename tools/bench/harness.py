@@ -146,6 +146,17 @@ class Mps:
             return []
 
 
+def _physical_index():
+    """The GPU this run uses, as NVML and nvidia-smi number it: BENCH_GPU_INDEX (set by
+    tools/bench/gpu_lanes.sh, which runs scenarios side by side, one GPU each, and names the GPU to
+    CUDA by its UUID), else CUDA_VISIBLE_DEVICES when it names one device by index, else 0."""
+    for name in ("BENCH_GPU_INDEX", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 class Gpu:
     """Clocks, temperature and power, read without a CUDA context."""
 
@@ -156,7 +167,7 @@ class Gpu:
 
             pynvml.nvmlInit()
             self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(_physical_index())
         except Exception:
             self.nvml = None
 
@@ -177,7 +188,8 @@ class Gpu:
     def smi(query=SMI_FIELDS):
         """nvidia-smi's own reading (the brief asks for it before and after each run)."""
         try:
-            r = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+            r = subprocess.run(["nvidia-smi", "-i", str(_physical_index()), f"--query-gpu={query}",
+                                "--format=csv,noheader"],
                                capture_output=True, text=True, timeout=20)
             return r.stdout.strip() or r.stderr.strip()
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -186,7 +198,8 @@ class Gpu:
     @staticmethod
     def smi_full():
         try:
-            return subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+            return subprocess.run(["nvidia-smi", "-i", str(_physical_index())], capture_output=True,
+                                  text=True, timeout=20).stdout
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"nvidia-smi unavailable: {e}"
 
