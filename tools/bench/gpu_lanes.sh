@@ -7,7 +7,7 @@
 # Every scenario still runs its baselines and isolated denominators on its own GPU in its lane, so
 # no row is compared with one measured on another card.
 #   tools/bench/gpu_lanes.sh "s1b" "s5-gappy-1s s5-saturating-1s"
-# Results: $OUT/gpuI/ (gpu_round.sh's layout); each lane's log also in $OUT/gpuI.log.
+# Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I); each lane's log also in $OUT/gpuI.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
@@ -29,6 +29,10 @@ for lane in "$@"; do
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+# The device tool returns at most 8 files, 2 folders down: one archive per lane.
+for ((j = 0; j < i; j++)); do
+  tar czf "$out/lane$j.tgz" -C "$out/gpu$j" . && rm -rf "${out:?}/gpu$j"
+done
 for ((j = 0; j < i; j++)); do
   echo "=== lane $j (GPU $j, ${uuids[$j]})"
   grep -v '^\[' "$out/gpu$j.log" | tail -60
