@@ -131,12 +131,21 @@ void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
 void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns) {
   if (!(work > 0) || !(busy_ns > 0)) return;
   std::deque<double>& speeds = speeds_[job][index(mode)];
+  std::deque<double>& outliers = outliers_[job][index(mode)];
   const double speed = work / (busy_ns / 1e9);
-  if (!speeds.empty()) {
-    const double mean = moments(speeds).mean;
-    if (std::abs(speed - mean) > kReplaceDeviation * mean) speeds.clear();
+  const double mean = speeds.empty() ? speed : moments(speeds).mean;
+  if (std::abs(speed - mean) <= kReplaceDeviation * mean) {
+    outliers.clear();
+    add(speeds, speed);
+    return;
   }
-  add(speeds, speed);
+  // Far off: held back until kReplaceRun of them in a row, on the same side, show a changed job.
+  if (!outliers.empty() && (outliers.back() > mean) != (speed > mean)) outliers.clear();
+  outliers.push_back(speed);
+  if (outliers.size() < kReplaceRun) return;
+  speeds.clear();
+  for (double s : outliers) add(speeds, s);
+  outliers.clear();
 }
 
 void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
@@ -145,6 +154,7 @@ void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
   std::erase_if(speeds_, [&](const auto& entry) { return !alive.count(entry.first); });
+  std::erase_if(outliers_, [&](const auto& entry) { return !alive.count(entry.first); });
 }
 
 ModeMeasures ConcurrencyBudget::measures() const {

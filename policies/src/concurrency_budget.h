@@ -86,10 +86,16 @@ inline constexpr size_t kMinCostSamples = 3;
 std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
                                   const std::deque<double>& mode);
 
-// A sample this far from the mean of its mode (a fraction of the mean), either way, replaces the
-// samples before it: they describe a job that has changed. On the H100 a resnet50 job's first
-// periods (start-up) ran at 1-5 % of its steady speed; kept, they read as a cost of 0.97.
+// kReplaceRun samples in a row this far from the mean of their mode (a fraction of the mean), on
+// the same side, replace the samples before them: those describe a job that has changed. On the
+// H100 a resnet50 job's first periods (start-up) ran at 1-5 % of its steady speed; kept, they read
+// as a cost of 0.97. A lone sample that far off is left out: production's per-window speed spreads
+// 15-20 % (S5 on the H100, 2026-11-25) and the first window of each of its busy phases is slower
+// still; when one such sample replaced the rest, the mode's cost was unknown again, the shares
+// fell back to equal thirds, and beside a gappy job that running beside cost nothing the
+// opportunistic job was paused or gated most of the time.
 inline constexpr double kReplaceDeviation = 0.5;
+inline constexpr size_t kReplaceRun = 3;
 
 class ConcurrencyBudget {
  public:
@@ -114,7 +120,8 @@ class ConcurrencyBudget {
   void add(std::deque<double>& samples, double value) const;
 
   ConcurrencySettings settings_;
-  std::map<uint64_t, Samples> speeds_;  // by production job
+  std::map<uint64_t, Samples> speeds_;    // by production job
+  std::map<uint64_t, Samples> outliers_;  // by production job: the run of far-off samples so far
   Samples gains_;
   std::array<double, kRunModes> credit_{};
   std::array<double, kRunModes> ran_{};  // periods run in each mode, decayed (loss_debt)

@@ -189,16 +189,34 @@ TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten)
 }
 
 // A production job's start-up samples (on the H100: 1-5 % of its steady speed) must not stand
-// for its cost: the first steady sample of a mode replaces them.
+// for its cost: a run of steady samples in a mode replaces them.
 TEST(ConcurrencyBudget, AJobThatChangedReplacesItsOlderSamples) {
   ConcurrencyBudget budget(settings());
   measure(budget, 1, 2000, 2000, 50);
   EXPECT_GT(budget.measures().cost[kBeside]->harm, 0.9);
   budget.record_speed(1, RunMode::beside, 1950, 1e9);
-  EXPECT_FALSE(budget.measures().cost[kBeside]);  // measured afresh
   budget.record_speed(1, RunMode::beside, 1990, 1e9);
+  EXPECT_GT(budget.measures().cost[kBeside]->harm, 0.9);  // two could be chance
   budget.record_speed(1, RunMode::beside, 1970, 1e9);
+  ASSERT_TRUE(budget.measures().cost[kBeside]);  // measured afresh, never unknown
   EXPECT_LT(budget.measures().cost[kBeside]->harm, 0.05);
+}
+
+// A lone far-off sample (the first window of a busy phase, a stall) neither moves a mode's cost
+// nor makes it unknown, and far-off samples on both sides are no run.
+TEST(ConcurrencyBudget, ALoneOutlierIsLeftOut) {
+  ConcurrencyBudget budget(settings());
+  measure(budget, 1, 1000, 1000, 900);
+  budget.record_speed(1, RunMode::beside, 100, 1e9);
+  budget.record_speed(1, RunMode::paused, 100, 1e9);
+  budget.record_speed(1, RunMode::beside, 2000, 1e9);
+  budget.record_speed(1, RunMode::beside, 150, 1e9);
+  ASSERT_TRUE(budget.measures().cost[kBeside]);
+  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.1, 1e-9);
+  budget.record_speed(1, RunMode::beside, 900, 1e9);  // ends the run
+  budget.record_speed(1, RunMode::beside, 120, 1e9);
+  budget.record_speed(1, RunMode::beside, 130, 1e9);
+  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.1, 1e-9);
 }
 
 TEST(ConcurrencyBudget, ASampleWithoutWorkOrBusyTimeSaysNothing) {
@@ -220,6 +238,8 @@ TEST(ConcurrencyBudget, ASampleWithoutWorkOrBusyTimeSaysNothing) {
 struct Case {
   double gated_cost, gated_gain, beside_cost, beside_gain;
   bool closed_loop = true;
+  double spread = 0.1;     // each window's speed: uniform within +-spread of its mode's
+  int slow_window = 0;     // every this many windows one at 0.3 of the speed (a phase's start)
 };
 struct Outcome {
   double production = 0;     // production's mean speed over its solo speed
@@ -232,7 +252,7 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   constexpr uint64_t kWindowNs = 50'000'000;
   constexpr double kSpeed = 20'000;  // kernels per busy second, solo
   std::mt19937 random(7);
-  std::uniform_real_distribution<double> noise(0.9, 1.1);
+  std::uniform_real_distribution<double> noise(1 - c.spread, 1 + c.spread);
   Gate opportunistic_gate{.job_id = 2, .paused = true};
   double relative_speed = 0, gain = 0;  // summed over the windows measured
   int windows = 0;
@@ -246,7 +266,8 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     const double mode_gain = mode == RunMode::paused ? 0
                              : mode == RunMode::gated ? c.gated_gain
                                                       : c.beside_gain;
-    const double speed = kSpeed * (1 - cost) * noise(random);
+    const double slow = c.slow_window && t % c.slow_window == 0 ? 0.3 : 1.0;
+    const double speed = kSpeed * (1 - cost) * noise(random) * slow;
     const double busy_s = c.closed_loop ? 0.05 : std::min(0.05, 0.02 * kSpeed / speed);
     const double work = speed * busy_s;
     DeviceObservation d{.now_ns = t * kWindowNs, .window_ns = kWindowNs};
@@ -287,6 +308,27 @@ TEST(HarvestConcurrency, HarmlessConcurrencyRunsBesideProductionAlmostAlways) {
   const Outcome outcome = run_concurrency({0.02, 0.3, 0.0, 0.8});
   EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
   EXPECT_GE(outcome.production, 0.97);
+}
+
+// As on the H100: production's speed per window spreads +-30 % (sd 17 %) and the first window of
+// each busy phase is much slower. Running beside costs nothing and the opportunistic job still
+// runs beside it almost all the time: noise and phase starts do not make the costs unknown.
+TEST(HarvestConcurrency, NoisyWindowsAndSlowPhaseStartsDoNotStopHarmlessConcurrency) {
+  Case c{0.02, 0.3, 0.0, 0.8};
+  c.spread = 0.3;
+  c.slow_window = 20;
+  const Outcome outcome = run_concurrency(c);
+  EXPECT_GE(outcome.opportunistic, 0.8 * 0.8);
+  EXPECT_GE(outcome.production, 0.97);
+}
+
+// The same noise beside a saturating job that every mode slows: still rationed to the target.
+TEST(HarvestConcurrency, NoisyWindowsStillRationCostlyConcurrency) {
+  Case c{0.25, 0.13, 0.2, 0.5};
+  c.spread = 0.3;
+  c.slow_window = 20;
+  const Outcome outcome = run_concurrency(c);
+  EXPECT_GE(outcome.production, 0.95 - 0.01);
 }
 
 // A launch-bound production job that running beside costs 4 % (within the target, but not

@@ -7,7 +7,8 @@
 # Every scenario still runs its baselines and isolated denominators on its own GPU in its lane, so
 # no row is compared with one measured on another card.
 #   tools/bench/gpu_lanes.sh "s1b" "s5-gappy-1s s5-saturating-1s"
-# Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I); each lane's log also in $OUT/gpuI.log.
+# Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I); each lane's log also in $OUT/gpuI.log;
+# table rows are printed as they come, so a call stopped at its limit still shows what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
@@ -23,7 +24,7 @@ for lane in "$@"; do
   mkdir -p "$out/gpu$i"
   # shellcheck disable=SC2086  # a lane is a word list of parts
   CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="/tmp/bmps$i" \
-    bash tools/bench/gpu_round.sh $lane >"$out/gpu$i.log" 2>&1 &
+    bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" | grep --line-buffered '^|' | sed -u "s/^/lane $i /" &
   pids+=($!)
   i=$((i + 1))
 done

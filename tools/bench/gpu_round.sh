@@ -13,7 +13,9 @@ D="LD_LIBRARY_PATH=$carry/lib $carry/bin/gpushared --config {config}"
 G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tmp/bmps}")
 # GPUSHARE_BENCH_TRACE=1: every part's daemons log each tick (the S1 parts always do).
 [ -n "${GPUSHARE_BENCH_TRACE:-}" ] && G+=(--gpushare-log-level trace)
-ROWS=(--skip sequential streams ticktock mps-thr30)
+# BENCH_SKIP: more baselines to leave out (a short check; every round of record keeps them).
+read -ra extra_skip <<<"${BENCH_SKIP:-}"
+ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
 # GPUSHARE_POLICIES overrides the gpushare rows (space-separated, e.g. "harvest priority:kernel_gating=1").
 read -ra policies <<<"${GPUSHARE_POLICIES:-tgs harvest harvest@mps-prio}"
 POLICIES=(--gpushare-policy "${policies[@]}")
@@ -59,15 +61,15 @@ for part in "$@"; do
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s2-transformer) bench 570 --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 --reps 3 \
           --loads 0.3 0.5 --budget-s 520 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-gappy-1s) bench 280 --scenario S5 --out "$out/s5g1" --prod resnet50_train_b8 --window 6 --reps 3 \
+    s5-gappy-1s) bench 280 --scenario S5 --out "$out/s5g1" --prod resnet50_train_b8 --window 6 --reps "${REPS:-3}" \
           --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-saturating-4s) bench 300 --scenario S5 --out "$out/s5s4" --prod resnet50_train_b32 --window 8 --reps 3 \
+    s5-saturating-4s) bench 300 --scenario S5 --out "$out/s5s4" --prod resnet50_train_b32 --window 8 --reps "${REPS:-3}" \
           --on-s 4 --off-s 4 --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-gappy-4s) bench 300 --scenario S5 --out "$out/s5g4" --prod resnet50_train_b8 --window 8 --reps 3 \
+    s5-gappy-4s) bench 300 --scenario S5 --out "$out/s5g4" --prod resnet50_train_b8 --window 8 --reps "${REPS:-3}" \
           --on-s 4 --off-s 4 --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-saturating-1s) bench 280 --scenario S5 --out "$out/s5s1" --prod resnet50_train_b32 --window 6 --reps 3 \
+    s5-saturating-1s) bench 280 --scenario S5 --out "$out/s5s1" --prod resnet50_train_b32 --window 6 --reps "${REPS:-3}" \
           --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-transformer) bench 280 --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window 6 --reps 3 \
+    s5-transformer) bench 280 --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window 6 --reps "${REPS:-3}" \
           --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s3) bench 300 --scenario S3 --out "$out/s3" --window 4 --reps 3 --budget-s 270 "${G[@]}" \
           "${POLICIES[@]}" ;;
