@@ -176,6 +176,18 @@ class GpushareRows(unittest.TestCase):
         with self.assertRaises(ValueError):
             split_policy("tgs@mps-thr0")
 
+    def test_mps_auto_suffix_leaves_mps_to_the_daemon(self):
+        # gpushared runs its own MPS and its shim sets the client variables: the harness sets no
+        # CUDA_MPS_* variable of its own (it once set CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=auto) and
+        # does not make the jobs clients of its MPS daemon.
+        self.assertEqual(split_policy("harvest:concurrency=1@mps-auto"),
+                         ("harvest", "concurrency=1", False, "auto"))
+        gs = Gpushare(None, None, [], "/nonexistent")
+        prod, opp = gs.worker_specs("gpushare:harvest@mps-auto", "p", "o")
+        self.assertFalse(prod.mps or opp.mps)
+        for spec in (prod, opp):
+            self.assertFalse([k for k, _ in spec.env if k.startswith("CUDA_MPS_")], spec.env)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -157,6 +157,8 @@ class Gpushare:
         opp_env = env("opportunistic")
         if thread_pct == "prio":
             opp_env += (("CUDA_MPS_CLIENT_PRIORITY", "1"),)
+        elif thread_pct == "auto":
+            pass  # gpushared's own MPS: its shim sets the client priority (and any thread limit)
         elif thread_pct is not None:
             opp_env += (("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(thread_pct)),)
         return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production"), mps=mps),
