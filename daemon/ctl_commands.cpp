@@ -188,6 +188,7 @@ json Server::ctl_jobs() {
                     {"class", class_name(job.granted)},
                     {"requested_class", class_name(job.requested)},
                     {"devices", job.devices_in_use()},
+                    {"mps_client", job.mps_client},
                     {"kernels_per_s", job.rate.per_second()},
                     {"launches", job.rate.last()},
                     {"memory_bytes", job.memory_bytes()},

@@ -56,6 +56,7 @@ class MpsClients {
  public:
   using Alive = std::function<bool(pid_t)>;
   void add(pid_t pid, uid_t uid) { clients_[pid] = uid; }
+  bool contains(pid_t pid) const { return clients_.count(pid) != 0; }
   // Forgets exited clients, then: the user of the ones left (none when there are none).
   std::optional<uid_t> serving_uid(const Alive& alive);
   size_t size() const { return clients_.size(); }

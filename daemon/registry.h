@@ -69,6 +69,8 @@ struct Job {
   Clock::time_point registered;
   JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
   uint32_t refused_in_a_row = 0;  // memory requests refused since its last admitted one
+  // The daemon made the process a client of its MPS before its cuInit (mps_session.cpp).
+  bool mps_client = false;
 
   using AllocationKey = std::pair<int, uint64_t>;
   // Adds or replaces an allocation; erases one (false, or end(), when there was none).

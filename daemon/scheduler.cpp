@@ -103,6 +103,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     policies::JobCounters c;
     c.job_id = id;
     c.job_class = job.granted;
+    c.mps_client = job.mps_client;
     c.launches = job.block.launches();
     c.gate_waits = job.block.gate_waits();
     c.completed_launches = job.block.completed_launches();

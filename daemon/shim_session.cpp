@@ -83,6 +83,8 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.granted = job.requested;
   job.devices.assign(r.devices, r.devices + r.device_count);
   job.registered = Clock::now();
+  // The shim asks before its cuInit, registers after: a process told to be an MPS client is one.
+  job.mps_client = mps_clients_.contains(c.peer.pid);
   // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message; and
   // its allocation, from the token the device plugin mounted into its container.
   ProcessPod found = pod_of_process(proc_root_, c.peer.pid, config_.kubernetes);

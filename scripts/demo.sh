@@ -17,7 +17,7 @@ trap cleanup EXIT
 cat >"$work/gpushared.json" <<JSON
 { "socket": { "path": "$work/gpushared.sock" },
   "production": [ { "uid": $(id -u) } ],
-  "policy": { "default": "harvest", "parameters": { "harvest": { "kernel_gating": 1, "in_flight": 4 } } },
+  "policy": { "default": "harvest", "parameters": { "harvest": { "kernel_gating": 1, "in_flight": 4, "concurrency": 2 } } },
   "tick_ms": 50 }
 JSON
 ctl() { build/tools/ctl/gpusharectl --socket "$work/gpushared.sock" "$@"; }

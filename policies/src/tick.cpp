@@ -9,6 +9,7 @@ JobObservation observe(JobHistory& history, const JobCounters& c, uint64_t windo
   o.job_id = c.job_id;
   o.job_class = c.job_class;
   o.weight = c.weight;
+  o.mps_client = c.mps_client;
   o.launches = history.first || c.launches < history.launches ? 0 : c.launches - history.launches;
   o.gate_waits =
       history.first || c.gate_waits < history.gate_waits ? 0 : c.gate_waits - history.gate_waits;

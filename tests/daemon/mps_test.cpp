@@ -338,6 +338,34 @@ TEST(Mps, AnotherUserGetsNoMpsWhileTheServerServesTheFirst) {
             "1");
 }
 
+// A job made an MPS client before its cuInit is one once registered: `jobs` says so, and the
+// policies see it (harvest's concurrency=2 runs its budget only on MPS clients).
+TEST(Mps, ARegisteredClientIsMarkedAsOne) {
+  TempDir dir;
+  MpsDaemon daemon(dir, {{"mps", "auto"}});
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
+  std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
+                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
+                                            {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
+                                            {"GPUSHARE_SOCKET", daemon.socket},
+                                            {"GPUSHARE_JOB", "on-mps"},
+                                            {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}};
+  ChildProcess job = ChildProcess::start(
+      {Artefacts::workload(), "--kernel-us", "100", "--seconds", "20"}, env, dir / "job.stderr");
+  json listed;
+  ASSERT_TRUE(eventually([&] {
+    CtlResult r = run_ctl(daemon.socket, {"jobs", "-o", "json"});
+    if (!r.json.is_object() || !r.json.contains("jobs") || r.json["jobs"].empty()) return false;
+    listed = r.json["jobs"][0];
+    return true;
+  }, 10s)) << daemon.log();
+  EXPECT_EQ(listed.value("job", ""), "on-mps") << listed;
+  EXPECT_EQ(listed.value("mps_client", false), true) << listed;
+  job.signal(SIGKILL);
+  job.wait(5s);
+}
+
 TEST(Mps, ExternalUsesTheConfiguredPipeDirectoryWhenAControlDaemonIsThere) {
   TempDir dir;
   std::string pipe = dir / "ext-pipe";

@@ -407,5 +407,42 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobUnbounded) {
   EXPECT_TRUE(busy_modes.count({false, false}));  // a beside period preceded some idle phases
 }
 
+// concurrency=2: the budget where every opportunistic job is an MPS client of gpushared (running
+// beside production is then at client priority 1), kernel gating and the law elsewhere; a job
+// without MPS that joins turns the budget off for the device, its leaving turns it back on.
+TEST(HarvestConcurrency, WhereMpsRunsTheBudgetOnlyOnMps) {
+  auto made = make_policy("harvest", {{"concurrency", 2}, {"kernel_gating", 1}, {"in_flight", 4}});
+  ASSERT_TRUE(made.policy) << made.error;
+  uint64_t t = 0;
+  auto window = [&](std::vector<bool> opportunistic_on_mps) {
+    DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
+    d.jobs.push_back({.job_id = 1,
+                      .job_class = JobClass::production,
+                      .launches = 1000,
+                      .completed = 1000,
+                      .in_flight_ns = 25'000'000});
+    for (size_t i = 0; i < opportunistic_on_mps.size(); ++i)
+      d.jobs.push_back({.job_id = 10 + i,
+                        .job_class = JobClass::opportunistic,
+                        .launches = 100,
+                        .mps_client = opportunistic_on_mps[i]});
+    return made.policy->decide(d);
+  };
+  // The budget's gates ask the relay to measure production; gating and the law do not.
+  auto budget_in_force = [](const std::vector<Gate>& gates) {
+    for (size_t i = 1; i < gates.size(); ++i)
+      if (!gates[i].measure_production) return false;
+    return true;
+  };
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(budget_in_force(window({false})));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(budget_in_force(window({true})));
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(budget_in_force(window({true, false})));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(budget_in_force(window({true, true})));
+  // Production alone keeps the device's mode.
+  EXPECT_TRUE(budget_in_force(window({})));
+  EXPECT_TRUE(budget_in_force(window({true})));
+  EXPECT_FALSE(make_policy("harvest", {{"concurrency", 3}}).policy);
+}
+
 }  // namespace
 }  // namespace gpushare::policies

@@ -39,6 +39,9 @@ struct JobObservation {
   // Time in this window during which the job had work on the GPU, for production jobs on a device
   // with kernel-level idle gating (the daemon's idle relay samples it every 250 µs).
   std::optional<uint64_t> in_flight_ns = std::nullopt;
+  // The job is a client of the daemon's MPS server (docs/mps.md): its kernels can run beside the
+  // other clients', an opportunistic one at client priority 1. Fixed at the job's first cuInit.
+  bool mps_client = false;
 };
 
 struct DeviceObservation {
