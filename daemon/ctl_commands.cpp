@@ -9,6 +9,7 @@
 #include <set>
 
 #include "device_inventory.h"
+#include "gpushare/protocol/ctl.h"
 #include "logging.h"
 #include "server.h"
 
@@ -20,6 +21,7 @@ namespace gpushare::daemon {
 
 using nlohmann::json;
 using protocol::JobClass;
+namespace ctl = protocol::ctl;
 
 namespace {
 
@@ -64,23 +66,23 @@ std::optional<JobClass> parse_class(const std::string& name) {
 
 void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
   json request = json::parse(payload, payload + length, nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded() || !request.is_object() || !request.contains("command") ||
-      !request["command"].is_string())
+  if (request.is_discarded() || !request.is_object() || !request.contains(ctl::kCommand) ||
+      !request[ctl::kCommand].is_string())
     return drop(c.fd, "sent a ctl request that is not a JSON object with a \"command\" string");
-  std::string command = request["command"].get<std::string>();
+  std::string command = request[ctl::kCommand].get<std::string>();
   json answer;
   try {
-    if (command == "status")
+    if (command == ctl::command::kStatus)
       answer = ctl_status();
-    else if (command == "jobs")
+    else if (command == ctl::command::kJobs)
       answer = ctl_jobs();
-    else if (command == "set-priority")
+    else if (command == ctl::command::kSetPriority)
       answer = ctl_set_priority(c.peer, request);
-    else if (command == "policy")
+    else if (command == ctl::command::kPolicy)
       answer = ctl_policy(c.peer, request);
-    else if (command == "reload")
+    else if (command == ctl::command::kReload)
       answer = ctl_reload(c.peer);
-    else if (command == "set-limit")
+    else if (command == ctl::command::kSetLimit)
       answer = ctl_set_limit(c.peer, request);  // memory_ctl.cpp
     else
       answer = failure("unknown command \"" + command + "\"");
@@ -216,12 +218,12 @@ json Server::ctl_jobs() {
 
 std::optional<std::string> Server::find_targets(const json& request, std::vector<Job*>* targets,
                                                  std::string* target) {
-  if (request.contains("pid")) {
-    int64_t pid = request.at("pid").get<int64_t>();
+  if (request.contains(ctl::field::kPid)) {
+    int64_t pid = request.at(ctl::field::kPid).get<int64_t>();
     *targets = registry_.find_by_pid(static_cast<pid_t>(pid));
     *target = "pid " + std::to_string(pid);
-  } else if (request.contains("job")) {
-    std::string name = request.at("job").get<std::string>();
+  } else if (request.contains(ctl::field::kJob)) {
+    std::string name = request.at(ctl::field::kJob).get<std::string>();
     *targets = registry_.find_by_name(name);
     *target = "job '" + name + "'";
   } else {
@@ -231,7 +233,7 @@ std::optional<std::string> Server::find_targets(const json& request, std::vector
   // A job name is chosen by whoever starts the job (GPUSHARE_JOB), so it names jobs of one user
   // only by agreement: a name that several users' jobs carry acts on them only when asked to
   // with "all".
-  if (request.contains("job") && !request.value("all", false)) {
+  if (request.contains(ctl::field::kJob) && !request.value(ctl::field::kAll, false)) {
     std::set<uid_t> uids;
     for (const Job* job : *targets) uids.insert(job->peer.uid);
     if (uids.size() > 1) {
@@ -245,7 +247,7 @@ std::optional<std::string> Server::find_targets(const json& request, std::vector
 }
 
 json Server::ctl_set_priority(const Peer& caller, const json& request) {
-  auto to = parse_class(request.value("class", std::string()));
+  auto to = parse_class(request.value(ctl::field::kClass, std::string()));
   if (!to) return failure("\"class\" must be \"production\" or \"opportunistic\"");
   std::vector<Job*> targets;
   std::string target;
@@ -281,8 +283,8 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
     counters_.refused(Refusal::policy);
     return failure("refused: " + d.reason);
   }
-  int64_t device = request.at("device").get<int64_t>();
-  std::string name = request.at("policy").get<std::string>();
+  int64_t device = request.at(ctl::field::kDevice).get<int64_t>();
+  std::string name = request.at(ctl::field::kPolicy).get<std::string>();
   if (device < 0 || device > protocol::kMaxDeviceIndex)
     return failure("device must be 0.." + std::to_string(protocol::kMaxDeviceIndex));
   std::set<int> seen;
@@ -295,11 +297,11 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
     return failure("unknown policy \"" + name + "\" (expected one of: " + known_policies_text() +
                    ")");
   policies::Parameters parameters;
-  if (request.contains("parameters")) {
-    if (!request["parameters"].is_string())
+  if (request.contains(ctl::field::kParameters)) {
+    if (!request[ctl::field::kParameters].is_string())
       return failure("parameters must be a string such as \"target=0.9,control_period_ms=100\"");
     std::string error =
-        policies::parse_parameters(request["parameters"].get<std::string>(), parameters);
+        policies::parse_parameters(request[ctl::field::kParameters].get<std::string>(), parameters);
     if (!error.empty()) return failure("policy " + name + ": " + error);
   }
   // The registry validates names and ranges; a refused choice leaves the current policy in force.

@@ -3,12 +3,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpushare/protocol/ctl.h"
 #include "logging.h"
 #include "server.h"
 
 namespace gpushare::daemon {
 
 using nlohmann::json;
+namespace ctl = protocol::ctl;
 
 namespace {
 constexpr size_t kSitesInReply = 16;  // per job in `gpusharectl jobs`
@@ -23,10 +25,12 @@ json failure(const std::string& error) {
 // any limit; a job's owner may only tighten its own job's limit (set one, or lower it).
 json Server::ctl_set_limit(const Peer& caller, const json& request) {
   std::optional<uint64_t> bytes;
-  if (!request.contains("bytes")) return failure("give \"bytes\" (a number, or null for none)");
-  const bool unlimited = request.at("bytes") == "unlimited";
-  if (!request.at("bytes").is_null() && !unlimited) {
-    bytes = parse_bytes(request.at("bytes"));
+  if (!request.contains(ctl::field::kBytes))
+    return failure("give \"bytes\" (a number, or null for none)");
+  const json& asked = request.at(ctl::field::kBytes);
+  const bool unlimited = asked == ctl::field::kUnlimited;
+  if (!asked.is_null() && !unlimited) {
+    bytes = parse_bytes(asked);
     if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
     if (*bytes == 0)
       return failure(

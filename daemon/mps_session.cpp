@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "gpushare/protocol/ctl.h"
 #include "logging.h"
 #include "server.h"
 
@@ -70,7 +71,9 @@ void Server::on_mps_query(Connection& c, const protocol::MpsQuery& q) {
 bool Server::answer_mps_ctl(Connection& c, const uint8_t* payload, size_t length) {
   nlohmann::json request =
       nlohmann::json::parse(payload, payload + length, nullptr, /*allow_exceptions=*/false);
-  if (!request.is_object() || request.value("command", nlohmann::json()) != "mps") return false;
+  if (!request.is_object() ||
+      request.value(protocol::ctl::kCommand, nlohmann::json()) != protocol::ctl::command::kMps)
+    return false;
   nlohmann::json answer = {{"ok", true}, {"mps", mps_.status()}};
   if (config_.mps.thread_percentage)
     answer["mps"]["thread_percentage"] = *config_.mps.thread_percentage;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daemon_client.h"
+#include "gpushare/protocol/ctl.h"
 #include "gpushare/protocol/wire.h"
 #include "record.h"
 #include "tables.h"
@@ -17,6 +18,7 @@
 
 using gpushare::ctl::Exchange;
 using nlohmann::json;
+namespace ctl = gpushare::protocol::ctl;
 
 namespace {
 
@@ -162,9 +164,9 @@ int main(int argc, char** argv) {
     return kOk;
   }
 
-  if (status->parsed()) request = {{"command", "status"}};
-  if (jobs->parsed()) request = {{"command", "jobs"}};
-  if (reload->parsed()) request = {{"command", "reload"}};
+  if (status->parsed()) request = {{ctl::kCommand, ctl::command::kStatus}};
+  if (jobs->parsed()) request = {{ctl::kCommand, ctl::command::kJobs}};
+  if (reload->parsed()) request = {{ctl::kCommand, ctl::command::kReload}};
   if (policy->parsed()) {
     int device = -1;
     if (device_text.find_first_not_of("0123456789") == std::string::npos && device_text.size() < 5)
@@ -174,11 +176,13 @@ int main(int argc, char** argv) {
                 << ", got " << device_text << "\n";
       return kUsage;
     }
-    request = {{"command", "policy"}, {"device", device}, {"policy", policy_name}};
-    if (!policy_parameters.empty()) request["parameters"] = policy_parameters;
+    request = {{ctl::kCommand, ctl::command::kPolicy},
+               {ctl::field::kDevice, device},
+               {ctl::field::kPolicy, policy_name}};
+    if (!policy_parameters.empty()) request[ctl::field::kParameters] = policy_parameters;
   }
   if (set_limit->parsed()) {
-    request = {{"command", "set-limit"}};
+    request = {{ctl::kCommand, ctl::command::kSetLimit}};
     std::optional<uint64_t> size = parse_size(limit_bytes);
     if (limit_bytes != "none" && limit_bytes != "unlimited" && (!size || *size == 0)) {
       std::cerr << "gpusharectl: set-limit: '" << limit_bytes << "' "
@@ -189,25 +193,26 @@ int main(int argc, char** argv) {
                 << "\n";
       return kUsage;
     }
-    request["bytes"] = limit_bytes == "none" ? json(nullptr) : json(limit_bytes);  // or "unlimited"
+    request[ctl::field::kBytes] =
+        limit_bytes == "none" ? json(nullptr) : json(limit_bytes);  // or "unlimited"
     bool all_digits = !limit_target.empty() &&
                       limit_target.find_first_not_of("0123456789") == std::string::npos;
     if (all_digits && limit_target.size() < 10)
-      request["pid"] = std::stol(limit_target);
+      request[ctl::field::kPid] = std::stol(limit_target);
     else
-      request["job"] = limit_target;
+      request[ctl::field::kJob] = limit_target;
   }
   if (set_priority->parsed()) {
-    request = {{"command", "set-priority"}, {"class", job_class}};
+    request = {{ctl::kCommand, ctl::command::kSetPriority}, {ctl::field::kClass, job_class}};
     bool all_digits =
         !target.empty() && target.find_first_not_of("0123456789") == std::string::npos;
     if (all_digits && target.size() < 10)
-      request["pid"] = std::stol(target);
+      request[ctl::field::kPid] = std::stol(target);
     else
-      request["job"] = target;
+      request[ctl::field::kJob] = target;
   }
 
-  if (all_users) request["all"] = true;
+  if (all_users) request[ctl::field::kAll] = true;
   Exchange x = gpushare::ctl::ask_daemon(socket_path, request);
   bool as_json = output == "json";
   if (x.outcome != Exchange::Outcome::replied) {
@@ -222,7 +227,7 @@ int main(int argc, char** argv) {
   // The MPS state is its own request (docs/mps.md); a daemon without it answers "unknown".
   json mps;
   if (status->parsed() && ok) {
-    Exchange m = gpushare::ctl::ask_daemon(socket_path, json{{"command", "mps"}});
+    Exchange m = gpushare::ctl::ask_daemon(socket_path, json{{ctl::kCommand, ctl::command::kMps}});
     if (m.outcome == Exchange::Outcome::replied && m.reply.value("ok", false) &&
         m.reply.contains("mps"))
       mps = m.reply["mps"];

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "daemon_client.h"
+#include "gpushare/protocol/ctl.h"
 #include "timeline.h"
 
 namespace gpushare::ctl {
@@ -12,7 +13,8 @@ namespace gpushare::ctl {
 using nlohmann::json;
 
 std::string record(const std::string& socket_path, double seconds, const std::string& path) {
-  Exchange status = ask_daemon(socket_path, {{"command", "status"}});
+  Exchange status =
+      ask_daemon(socket_path, {{protocol::ctl::kCommand, protocol::ctl::command::kStatus}});
   if (status.outcome != Exchange::Outcome::replied) return status.error;
   if (!status.reply.value("ok", false))
     return status.reply.value("error", std::string("the daemon refused `status`"));
@@ -23,8 +25,10 @@ std::string record(const std::string& socket_path, double seconds, const std::st
   const auto start = std::chrono::steady_clock::now();
   const auto end = start + std::chrono::duration<double>(seconds);
   for (auto next = start; std::chrono::steady_clock::now() <= end; next += period) {
-    Exchange jobs = ask_daemon(socket_path, {{"command", "jobs"}});
-    Exchange devices = ask_daemon(socket_path, {{"command", "status"}});
+    Exchange jobs =
+        ask_daemon(socket_path, {{protocol::ctl::kCommand, protocol::ctl::command::kJobs}});
+    Exchange devices =
+        ask_daemon(socket_path, {{protocol::ctl::kCommand, protocol::ctl::command::kStatus}});
     if (jobs.outcome != Exchange::Outcome::replied) return jobs.error;
     if (devices.outcome != Exchange::Outcome::replied) return devices.error;
     Sample s;
