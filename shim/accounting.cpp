@@ -153,7 +153,11 @@ std::string report_json() {
       {"connected", block != local_control_block()},
       {"job_class", block->job_class.load() == static_cast<uint32_t>(protocol::JobClass::production)
                         ? "production"
-                        : "opportunistic"}};
+                        : "opportunistic"},
+      // What the gate cost the job under the block in force at exit (docs/protocol.md): launches
+      // that waited, and the time they waited.
+      {"gate_waits", block->gate_waits.load(std::memory_order_relaxed)},
+      {"gated_ns", block->gated_ns.load(std::memory_order_relaxed)}};
   return report.dump(2) + "\n";
 }
 
