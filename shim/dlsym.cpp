@@ -16,8 +16,10 @@
 
 // Under ASan the sanitizer's own start-up resolves its interceptors through dlsym before it has
 // mapped its shadow memory, so an instrumented dlsym override faults on its first read of `name`
-// (found with scripts/test-sanitizers.sh). The two functions on that path stay uninstrumented.
-#define GPUSHARE_NO_ASAN __attribute__((no_sanitize_address))
+// (found with scripts/test-sanitizers.sh). TSan's start-up does the same before its thread state
+// exists, and the function-entry hook of an instrumented override faults there. The two functions
+// on that path stay uninstrumented by either.
+#define GPUSHARE_NO_ASAN __attribute__((no_sanitize_address, no_sanitize_thread))
 
 namespace gpushare::shim {
 
