@@ -105,6 +105,11 @@ class Server {
   void on_device_info(Connection& c, const protocol::DeviceInfo& d);
   void on_alloc_site(Connection& c, const protocol::AllocSite& s);
   void memory_tick(Clock::time_point now);
+  void swap_in_when_room(Clock::time_point now);  // memory_swap.cpp: without rotation
+  // memory_rotation.cpp: rotating residency (docs/memory.md), each tick, when configured.
+  void rotate_memory(Clock::time_point now);
+  void rotate_device(int device, Clock::time_point now);
+  nlohmann::json rotation_json(int device) const;
   void expire_reservations(Clock::time_point now);  // reservations never used (finding 5)
   void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
   void serve_memory_waiters(Clock::time_point now);

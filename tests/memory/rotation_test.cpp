@@ -1,0 +1,252 @@
+// Rotating residency (docs/memory.md): three opportunistic jobs of 40 MiB each on a device whose
+// capacity (64 MiB) less production's 4 MiB holds one and a half of them. They take turns: each
+// finishes its launches with every buffer bit-identical, production is never paused, the next
+// job's prefetch starts before every switch (from the daemon's log, in its order, not from
+// timings), and a job killed while its memory is on host leaves nothing in the books.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "fake_device_view.h"
+#include "memory_test_support.h"
+
+namespace gpushare::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kProductionBytes = 4 * kMiB;
+constexpr int kAllocations = 4;
+constexpr uint64_t kEach = 10 * kMiB;  // a job: 4 x 10 MiB
+constexpr int kLaunches = 30;          // per job, one command each: several turns of 200 ms
+constexpr auto kRunLimit = 50s;        // liveness only: nothing asserts how long a turn takes
+
+nlohmann::json rotation_config() {
+  nlohmann::json config = memory_config();
+  config["memory"]["rotation"] = {{"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}};
+  return config;
+}
+
+struct Buffer {
+  uint64_t pointer = 0;
+  std::string checksum;
+};
+
+struct RotatingJob {
+  ChildProcess process;
+  std::vector<Buffer> buffers;
+  int launches_left = kLaunches;
+  bool asked = false;  // a launch command waits for its answer
+};
+
+// "block <paused> <residency>" -> the paused bits.
+std::optional<unsigned> paused_bits(ChildProcess& client) {
+  unsigned paused = 0, residency = 0;
+  if (std::sscanf(client.ask("block").c_str(), "block %u %u", &paused, &residency) != 2)
+    return std::nullopt;
+  return paused;
+}
+
+uint64_t books(const std::string& socket) {
+  CtlResult status = run_ctl(socket, {"status", "-o", "json"});
+  uint64_t on_devices = 0;
+  for (const auto& d : status.json["devices"]) on_devices += d.value("memory_bytes", uint64_t{0});
+  return on_devices;
+}
+
+struct Rotation : ::testing::Test {
+  TempDir dir;
+  Daemon daemon{dir, rotation_config()};
+  ChildProcess production;
+  std::vector<RotatingJob> jobs;
+
+  void SetUp() override {
+    ASSERT_TRUE(daemon.start());
+    production = start_client(dir, daemon.socket, "prod", "production");
+    ASSERT_TRUE(production.running());
+    ASSERT_TRUE(ok_number(production.ask("alloc " + std::to_string(kProductionBytes))));
+    for (const char* name : {"opp-a", "opp-b", "opp-c"}) {
+      RotatingJob job;
+      job.process = start_client(dir, daemon.socket, name, "opportunistic");
+      ASSERT_TRUE(job.process.running());
+      for (int i = 0; i < kAllocations; ++i) {
+        // A job whose memory does not fit is admitted on host and waits for its turn.
+        auto p = ok_number(job.process.ask("alloc " + std::to_string(kEach), 20s));
+        ASSERT_TRUE(p) << name << "\n" << daemon.log();
+        std::string range = std::to_string(*p) + " " + std::to_string(kEach);
+        ASSERT_EQ(job.process.ask("fill " + range + " " + std::to_string(jobs.size() * 10 + i + 1)),
+                  "ok");
+        std::string checksum = job.process.ask("checksum " + range);
+        ASSERT_EQ(checksum.rfind("ok ", 0), 0u) << checksum;
+        job.buffers.push_back({*p, checksum});
+      }
+      jobs.push_back(std::move(job));
+    }
+  }
+
+  fake::DeviceView device() const { return fake::DeviceView(dir / "fake-device"); }
+
+  // Runs every live job's launches to the end, one command at a time each, while production
+  // launches beside them: production is never paused, and the device never holds more than the
+  // capacity. Returns false if the jobs did not finish within kRunLimit.
+  bool run_to_the_end() {
+    auto started = std::chrono::steady_clock::now();
+    for (;;) {
+      bool done = true;
+      for (RotatingJob& job : jobs) {
+        if (!job.process.running() || job.launches_left == 0) continue;
+        done = false;
+        if (!job.asked) {
+          EXPECT_TRUE(job.process.send_line("launch 1 2000"));
+          job.asked = true;
+        }
+        if (auto answer = job.process.read_line(5ms)) {
+          EXPECT_EQ(*answer, "ok");
+          job.asked = false;
+          --job.launches_left;
+        }
+      }
+      if (done) return true;
+      EXPECT_EQ(production.ask("launch 1 0"), "ok");
+      EXPECT_EQ(paused_bits(production), 0u) << "production paused";
+      // One counter of the fake device, so one reading: never two jobs' moves half seen.
+      EXPECT_LE(device().used_bytes(0), kCapacity) << "more on the device than its capacity";
+      if (seconds_since(started) > std::chrono::duration<double>(kRunLimit).count()) return false;
+    }
+  }
+
+  void expect_bit_identical() {
+    for (RotatingJob& job : jobs) {
+      if (!job.process.running()) continue;
+      for (const Buffer& b : job.buffers)
+        EXPECT_EQ(
+            job.process.ask("checksum " + std::to_string(b.pointer) + " " + std::to_string(kEach)),
+            b.checksum)
+            << "contents changed while taking turns";
+    }
+  }
+};
+
+// The log's rotation events: each switch's job must have had its prefetch started after the
+// previous switch (or the start) and before this one. Returns the number of switches checked.
+int expect_prefetch_before_every_switch(const std::string& log, size_t from) {
+  std::istringstream lines(log);
+  std::string line;
+  std::regex switch_to(R"(rotation switch device=0 job=\S+ id=(\d+) after)");
+  std::regex prefetch_of(R"(rotation prefetch job=\S+ id=(\d+) device=0 bytes=(\d+))");
+  std::set<std::string> prefetched;  // since the last switch
+  size_t offset = 0;
+  int switches = 0;
+  while (std::getline(lines, line)) {
+    size_t at = offset;
+    offset += line.size() + 1;
+    std::smatch m;
+    if (std::regex_search(line, m, prefetch_of)) {
+      EXPECT_GT(std::stoull(m[2]), 0u) << line;
+      prefetched.insert(m[1]);
+    } else if (std::regex_search(line, m, switch_to)) {
+      if (at >= from) {
+        EXPECT_TRUE(prefetched.count(m[1]))
+            << "switched to id=" << m[1] << " with no prefetch started before:\n"
+            << line;
+        ++switches;
+      }
+      prefetched.clear();
+    } else if (line.find("rotation starts") != std::string::npos) {
+      prefetched.clear();
+    }
+  }
+  return switches;
+}
+
+TEST_F(Rotation, ThreeJobsTakeTurnsFinishBitIdenticalAndProductionIsNeverPaused) {
+  // All three are set up; from here on, every switch is one of the steady rotation.
+  const size_t from = daemon.log().size();
+  CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const nlohmann::json rotation = status.json["devices"][0]["rotation"];
+  ASSERT_TRUE(rotation.is_object()) << status.out;
+  EXPECT_EQ(rotation["order"].size(), 3u);
+  EXPECT_EQ(rotation["budget_bytes"], kCapacity - kProductionBytes);
+
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  expect_bit_identical();
+
+  const std::string log = daemon.log();
+  // 3 x 30 launches of 2 ms in turns of at least 200 ms: every job had the device more than once.
+  EXPECT_GE(expect_prefetch_before_every_switch(log, from), 3) << log;
+  EXPECT_EQ(log.find("swap-out job=prod"), std::string::npos) << "production lost its memory";
+  EXPECT_NE(log.find("prefetched pid="), std::string::npos) << "no prefetch was acknowledged";
+  // The events of one switch, in their order: the switch, the current job out (acknowledged),
+  // then the rest of the next job in, acknowledged, and it resumes.
+  std::vector<std::string> lines;
+  std::istringstream in(log.substr(from));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::smatch m;
+  size_t at = 0;
+  while (at < lines.size() &&
+         !std::regex_search(
+             lines[at], m,
+             std::regex(R"(rotation switch device=0 job=(\S+) id=(\d+) after job=(\S+) id=(\d+))")))
+    ++at;
+  ASSERT_LT(at, lines.size()) << "no switch between two live jobs\n" << log;
+  const std::string next = " job=" + m[1].str() + " id=" + m[2].str() + " ";
+  const std::string current = " job=" + m[3].str() + " id=" + m[4].str() + " ";
+  const std::vector<std::pair<std::string, std::string>> events = {{"swap-out", current},
+                                                                   {"swapped-out pid=", current},
+                                                                   {"swap-in", next},
+                                                                   {"swapped-in pid=", next}};
+  for (const auto& [event, whose] : events) {
+    while (at < lines.size() && (lines[at].find(event) == std::string::npos ||
+                                 lines[at].find(whose) == std::string::npos))
+      ++at;
+    ASSERT_LT(at, lines.size()) << "no \"" << event << whose << "\" after the switch\n" << log;
+  }
+
+  for (RotatingJob& job : jobs) {
+    auto state = memory_state(daemon.socket, job.process.pid());
+    EXPECT_GE(state.value("swaps_out", 0), 1) << state.dump();
+    EXPECT_GE(state.value("swaps_in", 0), 1) << state.dump();
+  }
+  EXPECT_EQ(memory_state(daemon.socket, production.pid()).value("swaps_out", 0), 0);
+}
+
+TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
+  // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
+  RotatingJob& victim = jobs[1];
+  bool on_host = false;
+  for (int attempt = 0; attempt < 200 && !on_host; ++attempt) {
+    victim.process.signal(SIGSTOP);
+    on_host = device().bytes_of_pid(0, victim.process.pid()) == 0 &&
+              memory_state(daemon.socket, victim.process.pid()).value("state", "") != "resident";
+    if (!on_host) {
+      victim.process.signal(SIGCONT);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ASSERT_TRUE(on_host) << daemon.log();
+  const pid_t victim_pid = victim.process.pid();
+  victim.process.signal(SIGKILL);
+  victim.process.wait();
+  victim.process = ChildProcess();
+  EXPECT_TRUE(eventually([&] { return !job_with_pid(daemon.socket, victim_pid); }, 5s));
+
+  // The others still take turns and finish.
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  expect_bit_identical();
+  const uint64_t left = kProductionBytes + 2 * kAllocations * kEach;
+  EXPECT_EQ(books(daemon.socket), left) << "the killed job's memory is still counted";
+
+  for (RotatingJob& job : jobs) job.process = ChildProcess();  // killed and reaped
+  production = ChildProcess();
+  EXPECT_TRUE(eventually([&] { return list_jobs(daemon.socket).empty(); }, 5s));
+  EXPECT_EQ(books(daemon.socket), 0u);
+  CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+  for (const auto& d : status.json["devices"]) EXPECT_TRUE(d["rotation"].is_null()) << status.out;
+}
+
+}  // namespace
+}  // namespace gpushare::testing
