@@ -24,9 +24,10 @@ constexpr uint64_t kEach = 10 * kMiB;  // a job: 4 x 10 MiB
 constexpr int kLaunches = 30;          // per job, one command each: several turns of 200 ms
 constexpr auto kRunLimit = 50s;        // liveness only: nothing asserts how long a turn takes
 
-nlohmann::json rotation_config() {
+nlohmann::json rotation_config(bool prefetch = true) {
   nlohmann::json config = memory_config();
-  config["memory"]["rotation"] = {{"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}};
+  config["memory"]["rotation"] = {
+      {"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}, {"prefetch", prefetch}};
   return config;
 }
 
@@ -171,6 +172,8 @@ TEST_F(Rotation, ThreeJobsTakeTurnsFinishBitIdenticalAndProductionIsNeverPaused)
   ASSERT_TRUE(rotation.is_object()) << status.out;
   EXPECT_EQ(rotation["order"].size(), 3u);
   EXPECT_EQ(rotation["budget_bytes"], kCapacity - kProductionBytes);
+  CtlResult text = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(text.out.find("rotation device 0: turn of job id "), std::string::npos) << text.out;
 
   ASSERT_TRUE(run_to_the_end()) << daemon.log();
   expect_bit_identical();
@@ -214,6 +217,31 @@ TEST_F(Rotation, ThreeJobsTakeTurnsFinishBitIdenticalAndProductionIsNeverPaused)
   EXPECT_EQ(memory_state(daemon.socket, production.pid()).value("swaps_out", 0), 0);
 }
 
+// memory.rotation.prefetch = false: the same turns, each job coming in whole after the switch.
+struct RotationWithoutPrefetch : Rotation {
+  void SetUp() override {
+    daemon.write_config(rotation_config(/*prefetch=*/false));
+    Rotation::SetUp();
+  }
+};
+
+TEST_F(RotationWithoutPrefetch, JobsStillTakeTurnsAndNothingIsPrefetched) {
+  const size_t from = daemon.log().size();
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  expect_bit_identical();
+  const std::string log = daemon.log();
+  EXPECT_EQ(log.find("rotation prefetch"), std::string::npos) << log;
+  EXPECT_EQ(log.find("prefetched pid="), std::string::npos) << log;
+  // Every switch after set-up brings the next job in whole.
+  std::regex whole(R"(swap-in job=\S+ id=\d+ device=0 bytes=(\d+): rotation)");
+  int swap_ins = 0;
+  for (std::sregex_iterator it(log.begin() + static_cast<std::ptrdiff_t>(from), log.end(), whole),
+       end;
+       it != end; ++it, ++swap_ins)
+    EXPECT_EQ(std::stoull((*it)[1]), kAllocations * kEach) << it->str();
+  EXPECT_GE(swap_ins, 3) << log;
+}
+
 TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
   RotatingJob& victim = jobs[1];
@@ -244,8 +272,17 @@ TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   production = ChildProcess();
   EXPECT_TRUE(eventually([&] { return list_jobs(daemon.socket).empty(); }, 5s));
   EXPECT_EQ(books(daemon.socket), 0u);
-  CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
-  for (const auto& d : status.json["devices"]) EXPECT_TRUE(d["rotation"].is_null()) << status.out;
+  // The next tick ends the rotation: status shows none.
+  EXPECT_TRUE(eventually(
+      [&] {
+        CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+        for (const auto& d : status.json["devices"])
+          if (!d["rotation"].is_null()) return false;
+        return status.exit_code == 0;
+      },
+      5s))
+      << daemon.log();
+  EXPECT_TRUE(daemon.log_contains("rotation ends device=0")) << daemon.log();
 }
 
 }  // namespace
