@@ -144,11 +144,11 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   for (const auto& [key, value] : s.items())
     if (key != "capacity" && key != "devices" && key != "reserve" && key != "limits" &&
         key != "swap_timeout_ms" && key != "oversubscribe" && key != "nvml_sample_ms" &&
-        key != "declaration_grace_ms" && key != "rotation")
+        key != "declaration_grace_ms" && key != "rotation" && key != "trace")
       errors->push_back("memory." + key +
                         ": unknown field (expected one of: capacity, declaration_grace_ms, "
                         "devices, limits, nvml_sample_ms, oversubscribe, reserve, rotation, "
-                        "swap_timeout_ms)");
+                        "swap_timeout_ms, trace)");
   if (s.contains("oversubscribe")) {
     if (!s["oversubscribe"].is_boolean())
       errors->push_back("memory.oversubscribe: expected true or false, got " +
@@ -225,6 +225,14 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   };
   milliseconds("nvml_sample_ms", 100, 60000, true, &out->nvml_sample);
   milliseconds("declaration_grace_ms", 500, 3600000, false, &out->declaration_grace);
+  if (s.contains("trace")) {
+    const json& v = s["trace"];
+    if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/' ||
+        v.get<std::string>().size() > 4095)
+      errors->push_back("memory.trace: expected an absolute file path, got " + shown(v));
+    else
+      out->trace_path = v.get<std::string>();
+  }
   if (s.contains("rotation"))
     parse_rotation(s["rotation"], out->oversubscribe, &out->rotation, errors);
 }

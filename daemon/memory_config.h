@@ -71,6 +71,8 @@ struct MemoryConfig {
   std::chrono::milliseconds nvml_sample{2000};
   std::chrono::milliseconds declaration_grace{30000};
   RotationConfig rotation;
+  // Where to record what gpushare-sim's memory model needs (memory_trace.h); empty: nowhere.
+  std::string trace_path;
 };
 
 // Parses bytes given as an integer or a string with a K/M/G/T (binary) suffix.

@@ -173,6 +173,7 @@ void Server::serve_memory_waiters(Clock::time_point now) {
 }
 
 void Server::memory_tick(Clock::time_point now) {
+  memory_trace_.configure(config_.memory.trace_path, config_.tick, now);
   double alpha =
       std::min(1.0, std::chrono::duration<double>(config_.tick).count() / kRewardWindowSeconds);
   for (auto& [id, job] : registry_.jobs()) {
@@ -210,6 +211,7 @@ void Server::memory_tick(Clock::time_point now) {
     }
     spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", event, job.peer.pid,
                  log_text(job.name), job.id, bytes, ns / 1e6);
+    memory_trace_.swap(job, out ? "out" : prefetch ? "prefetch" : "in", bytes, ns, now);
   }
   serve_memory_waiters(now);
   // With rotation configured, its steps bring jobs back (memory_rotation.cpp); else room does.
@@ -219,6 +221,7 @@ void Server::memory_tick(Clock::time_point now) {
     swap_in_when_room(now);
   // Views also follow limits, reloads and departed jobs: published every tick.
   publish_views(registry_, memory_, config_.memory);
+  memory_trace_.sample(registry_, memory_, config_.memory, now);
 }
 
 void Server::swap_in_when_room(Clock::time_point now) {

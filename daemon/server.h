@@ -23,6 +23,7 @@
 #include "log_limiter.h"
 #include "memory_audit.h"
 #include "memory_broker.h"
+#include "memory_trace.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
 #include "registry.h"
@@ -143,6 +144,7 @@ class Server {
   std::map<int, policies::Parameters> runtime_parameters_;  // with runtime_policies_
   Scheduler scheduler_;
   MemoryBroker memory_;
+  MemoryTrace memory_trace_;  // memory.trace: what gpushare-sim's memory model replays
   std::unique_ptr<NvmlSampler> nvml_;  // declarations checked against real use (memory_audit.h)
   uint64_t nvml_seen_ = 0;             // the last reading applied
   DeclarationAudit declaration_audit_;

@@ -5,6 +5,7 @@
 // timings), and a job killed while its memory is on host leaves nothing in the books.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <regex>
 #include <set>
@@ -24,10 +25,12 @@ constexpr uint64_t kEach = 10 * kMiB;  // a job: 4 x 10 MiB
 constexpr int kLaunches = 30;          // per job, one command each: several turns of 200 ms
 constexpr auto kRunLimit = 50s;        // liveness only: nothing asserts how long a turn takes
 
-nlohmann::json rotation_config(bool prefetch = true) {
+// `trace`: where the daemon records what gpushare-sim's memory model replays.
+nlohmann::json rotation_config(const std::string& trace, bool prefetch = true) {
   nlohmann::json config = memory_config();
   config["memory"]["rotation"] = {
       {"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}, {"prefetch", prefetch}};
+  config["memory"]["trace"] = trace;
   return config;
 }
 
@@ -60,7 +63,8 @@ uint64_t books(const std::string& socket) {
 
 struct Rotation : ::testing::Test {
   TempDir dir;
-  Daemon daemon{dir, rotation_config()};
+  const std::string trace = dir / "memory-trace.jsonl";
+  Daemon daemon{dir, rotation_config(trace)};
   ChildProcess production;
   std::vector<RotatingJob> jobs;
 
@@ -220,7 +224,7 @@ TEST_F(Rotation, ThreeJobsTakeTurnsFinishBitIdenticalAndProductionIsNeverPaused)
 // memory.rotation.prefetch = false: the same turns, each job coming in whole after the switch.
 struct RotationWithoutPrefetch : Rotation {
   void SetUp() override {
-    daemon.write_config(rotation_config(/*prefetch=*/false));
+    daemon.write_config(rotation_config(trace, /*prefetch=*/false));
     Rotation::SetUp();
   }
 };
@@ -241,6 +245,37 @@ TEST_F(RotationWithoutPrefetch, JobsStillTakeTurnsAndNothingIsPrefetched) {
     EXPECT_EQ(std::stoull((*it)[1]), kAllocations * kEach) << it->str();
   EXPECT_GE(swap_ins, 3) << log;
 }
+
+#ifdef SIM_PATH
+// The daemon's trace of the rotation (memory.trace) replays in `gpushare-sim memory --trace`:
+// three jobs of 40 MiB in a budget of 60, and each schedule's prediction beside the makespan
+// measured. Only the shape is asserted: the fake's bursts depend on a busy machine's timing.
+TEST_F(Rotation, TheRecordedTraceReplaysInTheSimulator) {
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  EXPECT_TRUE(daemon.log_contains("memory trace: recording to " + trace)) << daemon.log();
+  const std::string recorded = read_file(trace);
+  for (const char* event : {R"("event":"start")", R"("event":"device")", R"("event":"memory")",
+                            R"("event":"burst")", R"("event":"swap")", R"("event":"state")"})
+    EXPECT_NE(recorded.find(event), std::string::npos) << event << "\n" << recorded;
+
+  ChildProcess sim = ChildProcess::start(
+      {SIM_PATH, "memory", "--trace", trace, "--generations", "5"}, {}, dir / "sim.stderr");
+  std::string out;
+  while (auto line = sim.read_line(20s)) out += *line + "\n";
+  const int status = sim.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << out << read_file(dir / "sim.stderr");
+  RecordProperty("replay", out);  // the predictions and the measured makespan, for a reader
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex(R"(: 3 jobs, 0\.12 GiB of working sets in 0\.06 GiB left by production)")))
+      << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(measured +([0-9.]+) +\(recorded)"))) << out;
+  EXPECT_GT(std::stod(m[1]), 0.0) << out;
+  for (const char* schedule : {"fifo, no prefetch", "fifo, prefetch", "weight, prefetch"})
+    EXPECT_NE(out.find(std::string("predicted ") + schedule), std::string::npos) << out;
+}
+#endif
 
 TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
