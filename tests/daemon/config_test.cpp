@@ -140,6 +140,10 @@ TEST(Config, EveryBadRotationValueIsRefusedNamingItsKey) {
             "memory.rotation.min_turn_ms: expected an integer in [10, 3600000], got 1.5");
   EXPECT_EQ(rotation(R"({"turn_per_swap_in": -1})"),
             "memory.rotation.turn_per_swap_in: expected a number in [0, 1000], got -1");
+  EXPECT_EQ(errors_of(R"({"memory": {"trace": "trace.jsonl"}})"),
+            R"(memory.trace: expected an absolute file path, got "trace.jsonl")");
+  EXPECT_EQ(errors_of(R"({"memory": {"trace": 1}})"),
+            "memory.trace: expected an absolute file path, got 1");
   EXPECT_EQ(rotation(R"({"turn": 3})"),
             "memory.rotation.turn: unknown field (expected one of: enabled, fixed_order, "
             "min_turn_ms, order, prefetch, turn_per_swap_in)");

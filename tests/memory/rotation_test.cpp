@@ -320,5 +320,20 @@ TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   EXPECT_TRUE(daemon.log_contains("rotation ends device=0")) << daemon.log();
 }
 
+// A trace file that cannot be opened is one warning; the daemon serves on, recording nothing.
+TEST(MemoryTrace, AFileThatCannotBeOpenedIsOneWarningAndTheDaemonCarriesOn) {
+  TempDir dir;
+  const std::string missing = dir / "no-such-folder/trace.jsonl";
+  Daemon daemon{dir, rotation_config(missing)};
+  ASSERT_TRUE(daemon.start());
+  ChildProcess job = start_client(dir, daemon.socket, "opp-a", "opportunistic");
+  ASSERT_TRUE(job.running());
+  ASSERT_TRUE(ok_number(job.ask("alloc " + std::to_string(kEach))));
+  EXPECT_TRUE(daemon.wait_for_log("memory trace " + missing +
+                                  ": cannot open (No such file or directory); not recording"))
+      << daemon.log();
+  EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace gpushare::testing
