@@ -227,10 +227,14 @@ void Server::memory_tick(Clock::time_point now) {
 void Server::swap_in_when_room(Clock::time_point now) {
   // Swap-in: one transfer per device at a time, in the thesis's order, while nobody waits for
   // room; the next one starts as soon as the previous job resumes, so it overlaps that job's
-  // compute.
+  // compute. A job left prefetched by a rotation that a reload turned off comes back the same way.
+  memory_.rotation.clear();
+  auto waits_on_host = [](SwapState s) {
+    return s == SwapState::swapped_out || s == SwapState::prefetched;
+  };
   std::set<int> devices;
   for (auto& [id, job] : registry_.jobs())
-    if (job.memory_state.state == SwapState::swapped_out)
+    if (waits_on_host(job.memory_state.state))
       for (int d : devices_of(job)) devices.insert(d);
   for (int d : devices) {
     bool busy = std::any_of(memory_.pending.begin(), memory_.pending.end(),
@@ -240,7 +244,7 @@ void Server::swap_in_when_room(Clock::time_point now) {
       if (!holds_memory_on(job, d)) continue;
       SwapState s = job.memory_state.state;
       if (s == SwapState::swapping_in || s == SwapState::swapping_out) busy = true;
-      if (s != SwapState::swapped_out) continue;
+      if (!waits_on_host(s)) continue;
       candidates.push_back({id, job.memory_state.reward, swap_in_seconds(job, d)});
     }
     if (busy || candidates.empty()) continue;
@@ -252,11 +256,13 @@ void Server::swap_in_when_room(Clock::time_point now) {
       for (int other : devices_of(job)) {
         std::optional<uint64_t> cap = memory_.capacity(config_.memory, other);
         uint64_t on = other == d ? resident : device_use(registry_, other).resident;
-        if (cap && on + job_swappable(job, other) > *cap) fits = false;
+        uint64_t rest = job_swappable(job, other) - job_swappable_resident(job, other);
+        if (cap && on + rest > *cap) fits = false;
       }
       if (!fits) continue;  // a later, smaller job may fit: room is not left idle
       spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", log_text(job.name),
-                   id, d, job_swappable(job, d), job.memory_state.reward);
+                   id, d, job_swappable(job, d) - job_swappable_resident(job, d),
+                   job.memory_state.reward);
       request_residency(job, /*to_host=*/false, now);
       break;
     }

@@ -40,6 +40,7 @@ struct Buffer {
 };
 
 struct RotatingJob {
+  std::string name;
   ChildProcess process;
   std::vector<Buffer> buffers;
   int launches_left = kLaunches;
@@ -75,6 +76,7 @@ struct Rotation : ::testing::Test {
     ASSERT_TRUE(ok_number(production.ask("alloc " + std::to_string(kProductionBytes))));
     for (const char* name : {"opp-a", "opp-b", "opp-c"}) {
       RotatingJob job;
+      job.name = name;
       job.process = start_client(dir, daemon.socket, name, "opportunistic");
       ASSERT_TRUE(job.process.running());
       for (int i = 0; i < kAllocations; ++i) {
@@ -318,6 +320,52 @@ TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
       5s))
       << daemon.log();
   EXPECT_TRUE(daemon.log_contains("rotation ends device=0")) << daemon.log();
+}
+
+// A reload that turns rotation off leaves no job behind: one held prefetched (paused, part of its
+// memory on the device) comes back whole and runs once the others leave room, as any job waiting
+// on host does without rotation.
+TEST_F(Rotation, AReloadThatTurnsRotationOffLeavesNoJobPrefetchedForever) {
+  // Turns of a minute: the job seen prefetched stays so until the next reload.
+  nlohmann::json config = rotation_config(trace);
+  config["memory"]["rotation"]["min_turn_ms"] = 60000;
+  daemon.write_config(config);
+  ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
+  int held = -1;
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (size_t k = 0; k < jobs.size(); ++k)
+          if (memory_state(daemon.socket, jobs[k].process.pid()).value("state", "") == "prefetched")
+            held = static_cast<int>(k);
+        return held >= 0;
+      },
+      10s))
+      << daemon.log();
+  config["memory"].erase("rotation");
+  daemon.write_config(config);
+  CtlResult reload = run_ctl(daemon.socket, {"reload"});
+  ASSERT_EQ(reload.exit_code, 0) << reload.err;
+  EXPECT_TRUE(eventually(
+      [&] {
+        CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+        return status.exit_code == 0 && status.json["devices"][0]["rotation"].is_null();
+      },
+      5s));
+
+  RotatingJob& job = jobs[static_cast<size_t>(held)];
+  for (size_t k = 0; k < jobs.size(); ++k)
+    if (static_cast<int>(k) != held) jobs[k].process = ChildProcess();  // killed: room returns
+  ASSERT_EQ(job.process.ask("launch 1 0", 20s), "ok") << daemon.log();
+  EXPECT_EQ(memory_state(daemon.socket, job.process.pid()).value("state", ""), "resident");
+  EXPECT_EQ(device().bytes_of_pid(0, job.process.pid()), kAllocations * kEach) << "all of it back";
+  // Brought back by the swap-in without rotation: the rest of it only (two of its four buffers
+  // were prefetched into the 20 MiB left beside the job whose turn it was).
+  const std::string log = daemon.log();
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("swap-in job=" + job.name + R"( id=\d+ device=0 bytes=)" +
+                                        std::to_string(kAllocations * kEach / 2) + R"( \(reward)")))
+      << log;
+  expect_bit_identical();
 }
 
 // A trace file that cannot be opened is one warning; the daemon serves on, recording nothing.
