@@ -95,6 +95,7 @@ void resume_prefetched(Job& job) {
   JobMemory& m = job.memory_state;
   m.state = SwapState::resident;
   m.partly_on_device.reset();
+  ++m.swaps_in;  // its swap-in was the prefetch: done, in one bounded piece
   if (protocol::ControlBlock* b = job.block.page()) set_memory_pause(b, false);
 }
 
@@ -201,7 +202,8 @@ void Server::memory_tick(Clock::time_point now) {
       ++m.swaps_out;
     } else if (prefetch) {
       m.state = SwapState::prefetched;
-      m.partly_on_device = m.partly_on_device.value_or(0) + bytes;
+      // Untrusted, like every count a shim writes: never more than the daemon asked for.
+      m.partly_on_device = m.partly_on_device.value_or(0) + std::min(bytes, *m.swap_in_bound);
       m.swap_in_bound.reset();
     } else {
       m.state = SwapState::resident;
