@@ -151,8 +151,8 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     Job* victim = registry_.find(victim_id);
     if (!victim) continue;
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
-                 log_text(victim->name), victim->id, device, job_swappable(*victim, device),
-                 log_text(job.name));
+                 log_text(victim->name), victim->id, device,
+                 job_swappable_resident(*victim, device), log_text(job.name));
     request_residency(*victim, /*to_host=*/true, now);
   }
   memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,

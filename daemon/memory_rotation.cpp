@@ -91,8 +91,13 @@ void Server::rotate_device(int d, Clock::time_point now) {
 
   // The turn: who has it, and the switch when it passes.
   if (!decision.rotating) {
-    if (track.current)
+    if (track.current && decision.too_large.empty())
       spdlog::info("rotation ends device={}: every job fits in {} bytes", d, decision.budget_bytes);
+    else if (track.current)
+      spdlog::info(
+          "rotation ends device={}: what fits in {} bytes runs, {} job(s) larger than "
+          "that wait on host",
+          d, decision.budget_bytes, decision.too_large.size());
     track.current.reset();
     track.running_since.reset();
   } else if (decision.order.front() != track.current) {

@@ -125,6 +125,32 @@ struct Rotation : ::testing::Test {
     }
   }
 
+  // Turns of a minute from now on, so that the job seen prefetched stays so: its index, or -1.
+  // `part`: what of it the daemon counts on the device, which is what the device holds of it.
+  int hold_a_prefetched_job(uint64_t* part) {
+    nlohmann::json config = rotation_config(trace);
+    config["memory"]["rotation"]["min_turn_ms"] = 60000;
+    daemon.write_config(config);
+    if (run_ctl(daemon.socket, {"reload"}).exit_code != 0) return -1;
+    int held = -1;
+    eventually(
+        [&] {
+          for (size_t k = 0; k < jobs.size(); ++k)
+            if (memory_state(daemon.socket, jobs[k].process.pid()).value("state", "") ==
+                "prefetched")
+              held = static_cast<int>(k);
+          return held >= 0;
+        },
+        10s);
+    if (held < 0) return -1;
+    const pid_t pid = jobs[static_cast<size_t>(held)].process.pid();
+    *part = memory_state(daemon.socket, pid).value("prefetched_bytes", uint64_t{0});
+    EXPECT_GT(*part, 0u);
+    EXPECT_LT(*part, kAllocations * kEach);
+    EXPECT_EQ(device().bytes_of_pid(0, pid), *part);
+    return held;
+  }
+
   void expect_bit_identical() {
     for (RotatingJob& job : jobs) {
       if (!job.process.running()) continue;
@@ -326,21 +352,10 @@ TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
 // memory on the device) comes back whole and runs once the others leave room, as any job waiting
 // on host does without rotation.
 TEST_F(Rotation, AReloadThatTurnsRotationOffLeavesNoJobPrefetchedForever) {
-  // Turns of a minute: the job seen prefetched stays so until the next reload.
+  uint64_t part = 0;
+  const int held = hold_a_prefetched_job(&part);
+  ASSERT_GE(held, 0) << daemon.log();
   nlohmann::json config = rotation_config(trace);
-  config["memory"]["rotation"]["min_turn_ms"] = 60000;
-  daemon.write_config(config);
-  ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
-  int held = -1;
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (size_t k = 0; k < jobs.size(); ++k)
-          if (memory_state(daemon.socket, jobs[k].process.pid()).value("state", "") == "prefetched")
-            held = static_cast<int>(k);
-        return held >= 0;
-      },
-      10s))
-      << daemon.log();
   config["memory"].erase("rotation");
   daemon.write_config(config);
   CtlResult reload = run_ctl(daemon.socket, {"reload"});
@@ -358,13 +373,38 @@ TEST_F(Rotation, AReloadThatTurnsRotationOffLeavesNoJobPrefetchedForever) {
   ASSERT_EQ(job.process.ask("launch 1 0", 20s), "ok") << daemon.log();
   EXPECT_EQ(memory_state(daemon.socket, job.process.pid()).value("state", ""), "resident");
   EXPECT_EQ(device().bytes_of_pid(0, job.process.pid()), kAllocations * kEach) << "all of it back";
-  // Brought back by the swap-in without rotation: the rest of it only (two of its four buffers
-  // were prefetched into the 20 MiB left beside the job whose turn it was).
+  // Brought back by the swap-in without rotation: the rest of it only.
   const std::string log = daemon.log();
-  EXPECT_TRUE(
-      std::regex_search(log, std::regex("swap-in job=" + job.name + R"( id=\d+ device=0 bytes=)" +
-                                        std::to_string(kAllocations * kEach / 2) + R"( \(reward)")))
+  EXPECT_TRUE(std::regex_search(
+      log, std::regex("swap-in job=" + job.name + R"( id=\d+ device=0 bytes=)" +
+                      std::to_string(kAllocations * kEach - part) + R"( \(reward)")))
       << log;
+  expect_bit_identical();
+}
+
+// Production takes its room from the rotating jobs as from any: the running one and the one
+// prefetched both leave the device whole (a job partly on the device leaves from there).
+TEST_F(Rotation, ProductionTakesTheRoomOfThePrefetchedJobToo) {
+  uint64_t part = 0;
+  const int held = hold_a_prefetched_job(&part);
+  ASSERT_GE(held, 0) << daemon.log();
+  const pid_t prefetched = jobs[static_cast<size_t>(held)].process.pid();
+
+  // 64 - 4 - 1 MiB: every opportunistic byte must leave.
+  const uint64_t asked = kCapacity - kProductionBytes - kMiB;
+  auto p = ok_number(production.ask("alloc " + std::to_string(asked), 20s));
+  ASSERT_TRUE(p) << "production must get its memory\n" << daemon.log();
+  EXPECT_EQ(device().bytes_of_pid(0, prefetched), 0u) << "the prefetched part stayed behind";
+  EXPECT_LE(device().used_bytes(0), kCapacity);
+  EXPECT_EQ(paused_bits(production), 0u);
+  EXPECT_EQ(memory_state(daemon.socket, production.pid()).value("swaps_out", 0), 0);
+
+  // Once production frees, they take their turns again (short ones, as configured at first) and
+  // finish bit-identical.
+  ASSERT_EQ(production.ask("free " + std::to_string(*p)), "ok");
+  daemon.write_config(rotation_config(trace));
+  ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
   expect_bit_identical();
 }
 
