@@ -5,163 +5,16 @@
 // timings), and a job killed while its memory is on host leaves nothing in the books.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "fake_device_view.h"
-#include "memory_test_support.h"
+#include "rotation_fixture.h"
 
 namespace gpushare::testing {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
-constexpr uint64_t kProductionBytes = 4 * kMiB;
-constexpr int kAllocations = 4;
-constexpr uint64_t kEach = 10 * kMiB;  // a job: 4 x 10 MiB
-constexpr int kLaunches = 30;          // per job, one command each: several turns of 200 ms
-constexpr auto kRunLimit = 50s;        // liveness only: nothing asserts how long a turn takes
-
-// `trace`: where the daemon records what gpushare-sim's memory model replays.
-nlohmann::json rotation_config(const std::string& trace, bool prefetch = true) {
-  nlohmann::json config = memory_config();
-  config["memory"]["rotation"] = {
-      {"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}, {"prefetch", prefetch}};
-  config["memory"]["trace"] = trace;
-  return config;
-}
-
-struct Buffer {
-  uint64_t pointer = 0;
-  std::string checksum;
-};
-
-struct RotatingJob {
-  std::string name;
-  ChildProcess process;
-  std::vector<Buffer> buffers;
-  int launches_left = kLaunches;
-  bool asked = false;  // a launch command waits for its answer
-};
-
-// "block <paused> <residency>" -> the paused bits.
-std::optional<unsigned> paused_bits(ChildProcess& client) {
-  unsigned paused = 0, residency = 0;
-  if (std::sscanf(client.ask("block").c_str(), "block %u %u", &paused, &residency) != 2)
-    return std::nullopt;
-  return paused;
-}
-
-uint64_t books(const std::string& socket) {
-  CtlResult status = run_ctl(socket, {"status", "-o", "json"});
-  uint64_t on_devices = 0;
-  for (const auto& d : status.json["devices"]) on_devices += d.value("memory_bytes", uint64_t{0});
-  return on_devices;
-}
-
-struct Rotation : ::testing::Test {
-  TempDir dir;
-  const std::string trace = dir / "memory-trace.jsonl";
-  Daemon daemon{dir, rotation_config(trace)};
-  ChildProcess production;
-  std::vector<RotatingJob> jobs;
-
-  void SetUp() override {
-    ASSERT_TRUE(daemon.start());
-    production = start_client(dir, daemon.socket, "prod", "production");
-    ASSERT_TRUE(production.running());
-    ASSERT_TRUE(ok_number(production.ask("alloc " + std::to_string(kProductionBytes))));
-    for (const char* name : {"opp-a", "opp-b", "opp-c"}) {
-      RotatingJob job;
-      job.name = name;
-      job.process = start_client(dir, daemon.socket, name, "opportunistic");
-      ASSERT_TRUE(job.process.running());
-      for (int i = 0; i < kAllocations; ++i) {
-        // A job whose memory does not fit is admitted on host and waits for its turn.
-        auto p = ok_number(job.process.ask("alloc " + std::to_string(kEach), 20s));
-        ASSERT_TRUE(p) << name << "\n" << daemon.log();
-        std::string range = std::to_string(*p) + " " + std::to_string(kEach);
-        ASSERT_EQ(job.process.ask("fill " + range + " " + std::to_string(jobs.size() * 10 + i + 1)),
-                  "ok");
-        std::string checksum = job.process.ask("checksum " + range);
-        ASSERT_EQ(checksum.rfind("ok ", 0), 0u) << checksum;
-        job.buffers.push_back({*p, checksum});
-      }
-      jobs.push_back(std::move(job));
-    }
-  }
-
-  fake::DeviceView device() const { return fake::DeviceView(dir / "fake-device"); }
-
-  // Runs every live job's launches to the end, one command at a time each, while production
-  // launches beside them: production is never paused, and the device never holds more than the
-  // capacity. Returns false if the jobs did not finish within kRunLimit.
-  bool run_to_the_end() {
-    auto started = std::chrono::steady_clock::now();
-    for (;;) {
-      bool done = true;
-      for (RotatingJob& job : jobs) {
-        if (!job.process.running() || job.launches_left == 0) continue;
-        done = false;
-        if (!job.asked) {
-          EXPECT_TRUE(job.process.send_line("launch 1 2000"));
-          job.asked = true;
-        }
-        if (auto answer = job.process.read_line(5ms)) {
-          EXPECT_EQ(*answer, "ok");
-          job.asked = false;
-          --job.launches_left;
-        }
-      }
-      if (done) return true;
-      EXPECT_EQ(production.ask("launch 1 0"), "ok");
-      EXPECT_EQ(paused_bits(production), 0u) << "production paused";
-      // One counter of the fake device, so one reading: never two jobs' moves half seen.
-      EXPECT_LE(device().used_bytes(0), kCapacity) << "more on the device than its capacity";
-      if (seconds_since(started) > std::chrono::duration<double>(kRunLimit).count()) return false;
-    }
-  }
-
-  // Turns of a minute from now on, so that the job seen prefetched stays so: its index, or -1.
-  // `part`: what of it the daemon counts on the device, which is what the device holds of it.
-  int hold_a_prefetched_job(uint64_t* part) {
-    nlohmann::json config = rotation_config(trace);
-    config["memory"]["rotation"]["min_turn_ms"] = 60000;
-    daemon.write_config(config);
-    if (run_ctl(daemon.socket, {"reload"}).exit_code != 0) return -1;
-    int held = -1;
-    eventually(
-        [&] {
-          for (size_t k = 0; k < jobs.size(); ++k)
-            if (memory_state(daemon.socket, jobs[k].process.pid()).value("state", "") ==
-                "prefetched")
-              held = static_cast<int>(k);
-          return held >= 0;
-        },
-        10s);
-    if (held < 0) return -1;
-    const pid_t pid = jobs[static_cast<size_t>(held)].process.pid();
-    *part = memory_state(daemon.socket, pid).value("prefetched_bytes", uint64_t{0});
-    EXPECT_GT(*part, 0u);
-    EXPECT_LT(*part, kAllocations * kEach);
-    EXPECT_EQ(device().bytes_of_pid(0, pid), *part);
-    return held;
-  }
-
-  void expect_bit_identical() {
-    for (RotatingJob& job : jobs) {
-      if (!job.process.running()) continue;
-      for (const Buffer& b : job.buffers)
-        EXPECT_EQ(
-            job.process.ask("checksum " + std::to_string(b.pointer) + " " + std::to_string(kEach)),
-            b.checksum)
-            << "contents changed while taking turns";
-    }
-  }
-};
 
 // The log's rotation events: each switch's job must have had its prefetch started after the
 // previous switch (or the start) and before this one. Returns the number of switches checked.
@@ -274,37 +127,6 @@ TEST_F(RotationWithoutPrefetch, JobsStillTakeTurnsAndNothingIsPrefetched) {
   EXPECT_GE(swap_ins, 3) << log;
 }
 
-#ifdef SIM_PATH
-// The daemon's trace of the rotation (memory.trace) replays in `gpushare-sim memory --trace`:
-// three jobs of 40 MiB in a budget of 60, and each schedule's prediction beside the makespan
-// measured. Only the shape is asserted: the fake's bursts depend on a busy machine's timing.
-TEST_F(Rotation, TheRecordedTraceReplaysInTheSimulator) {
-  ASSERT_TRUE(run_to_the_end()) << daemon.log();
-  EXPECT_TRUE(daemon.log_contains("memory trace: recording to " + trace)) << daemon.log();
-  const std::string recorded = read_file(trace);
-  for (const char* event : {R"("event":"start")", R"("event":"device")", R"("event":"memory")",
-                            R"("event":"burst")", R"("event":"swap")", R"("event":"state")"})
-    EXPECT_NE(recorded.find(event), std::string::npos) << event << "\n" << recorded;
-
-  ChildProcess sim = ChildProcess::start(
-      {SIM_PATH, "memory", "--trace", trace, "--generations", "5"}, {}, dir / "sim.stderr");
-  std::string out;
-  while (auto line = sim.read_line(20s)) out += *line + "\n";
-  const int status = sim.wait();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << out << read_file(dir / "sim.stderr");
-  RecordProperty("replay", out);  // the predictions and the measured makespan, for a reader
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      out, m, std::regex(R"(: 3 jobs, 0\.12 GiB of working sets in 0\.06 GiB left by production)")))
-      << out;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(measured +([0-9.]+) +\(recorded)"))) << out;
-  EXPECT_GT(std::stod(m[1]), 0.0) << out;
-  for (const char* schedule : {"fifo, no prefetch", "fifo, prefetch", "weight, prefetch"})
-    EXPECT_NE(out.find(std::string("predicted ") + schedule), std::string::npos) << out;
-}
-#endif
-
 TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
   RotatingJob& victim = jobs[1];
@@ -406,21 +228,6 @@ TEST_F(Rotation, ProductionTakesTheRoomOfThePrefetchedJobToo) {
   ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
   ASSERT_TRUE(run_to_the_end()) << daemon.log();
   expect_bit_identical();
-}
-
-// A trace file that cannot be opened is one warning; the daemon serves on, recording nothing.
-TEST(MemoryTrace, AFileThatCannotBeOpenedIsOneWarningAndTheDaemonCarriesOn) {
-  TempDir dir;
-  const std::string missing = dir / "no-such-folder/trace.jsonl";
-  Daemon daemon{dir, rotation_config(missing)};
-  ASSERT_TRUE(daemon.start());
-  ChildProcess job = start_client(dir, daemon.socket, "opp-a", "opportunistic");
-  ASSERT_TRUE(job.running());
-  ASSERT_TRUE(ok_number(job.ask("alloc " + std::to_string(kEach))));
-  EXPECT_TRUE(daemon.wait_for_log("memory trace " + missing +
-                                  ": cannot open (No such file or directory); not recording"))
-      << daemon.log();
-  EXPECT_EQ(run_ctl(daemon.socket, {"status"}).exit_code, 0);
 }
 
 }  // namespace
