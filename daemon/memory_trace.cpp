@@ -101,7 +101,9 @@ void MemoryTrace::sample(Registry& registry, const MemoryBroker& broker, const M
             now);
       seen.launches = launches;
     }
-    for (const auto& [device, bytes] : job.memory_by_device()) {
+    std::map<int, uint64_t> by_device = job.memory_by_device();
+    for (const auto& [device, held] : seen.memory) by_device.try_emplace(device, 0);  // all freed
+    for (const auto& [device, bytes] : by_device) {
       const std::pair<uint64_t, uint64_t> now_held{bytes, job_swappable(job, device)};
       auto& held = seen.memory[device];
       if (held == now_held) continue;
