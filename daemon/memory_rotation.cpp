@@ -10,6 +10,7 @@
 // `rotation ends`, beside the shims' acknowledgements (`prefetched`, `swapped-out`, `swapped-in`).
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -69,7 +70,16 @@ void Server::rotate_device(int d, Clock::time_point now) {
                           m.state == SwapState::prefetched;
     state.jobs.push_back(
         {id, job_swappable(job, d), m.reward, swap_in_seconds(job, d), id, resident});
-    jobs.push_back({id, m.state, job_swappable(job, d), on_device});
+    const bool moving = m.state == SwapState::swapping_in || m.state == SwapState::swapping_out;
+    const bool overdue = moving && now - m.requested > config_.memory.swap_timeout;
+    if (overdue)
+      warn_limited("job=" + std::to_string(id) + " rotation overdue",
+                   "rotation device=" + std::to_string(d) + " job=" + log_text(job.name) +
+                       " id=" + std::to_string(id) + " pid=" + std::to_string(job.peer.pid) +
+                       ": its move (" + swap_state_name(m.state) + ") is not acknowledged after " +
+                       std::to_string(config_.memory.swap_timeout.count()) +
+                       " ms; the other jobs take their turns without it");
+    jobs.push_back({id, m.state, job_swappable(job, d), on_device, overdue});
   }
   for (const PendingAdmission& p : memory_.pending)
     if (p.device == d) waiting += p.bytes;
@@ -78,6 +88,10 @@ void Server::rotate_device(int d, Clock::time_point now) {
   state.current = track.current;
   state.turn_elapsed_s =
       track.running_since ? std::chrono::duration<double>(now - *track.running_since).count() : 0;
+  // A job whose move is overdue cannot run: its turn passes at once.
+  for (const RotatingJob& job : jobs)
+    if (job.overdue && state.current == job.job_id)
+      state.turn_elapsed_s = std::numeric_limits<double>::infinity();
   state.previous_order = track.last.order;
 
   const RotationConfig& config = config_.memory.rotation;

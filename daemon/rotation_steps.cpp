@@ -17,6 +17,10 @@ bool moving(const RotatingJob& job) {
   return job.state == SwapState::swapping_in || job.state == SwapState::swapping_out;
 }
 
+bool waited_for(const RotatingJob& job) {
+  return moving(job) && !job.overdue;
+}
+
 bool fits(const RotationRoom& room, uint64_t bytes) {
   return !room.production_waits && room.resident + bytes <= room.capacity;
 }
@@ -27,7 +31,7 @@ std::vector<RotationStep> rotation_steps(const policies::RotationDecision& decis
                                          const std::vector<RotatingJob>& jobs,
                                          const RotationRoom& room) {
   std::vector<RotationStep> steps;
-  if (std::any_of(jobs.begin(), jobs.end(), moving)) return steps;
+  if (std::any_of(jobs.begin(), jobs.end(), waited_for)) return steps;
 
   for (uint64_t id : decision.swap_out) {
     const RotatingJob* job = find(jobs, id);
@@ -46,6 +50,10 @@ std::vector<RotationStep> rotation_steps(const policies::RotationDecision& decis
   for (uint64_t id : decision.run) {
     const RotatingJob* job = find(jobs, id);
     if (!job || job->state == SwapState::resident) continue;
+    if (moving(*job)) {  // overdue: not asked again, and the prefetch waits for it
+      all_running = false;
+      break;
+    }
     const uint64_t rest = job->swappable - std::min(job->on_device, job->swappable);
     if (job->state == SwapState::prefetched && rest == 0) {
       steps.push_back({RotationStepKind::resume, id, 0});

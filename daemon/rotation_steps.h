@@ -5,7 +5,9 @@
 //
 // The rules, in order:
 // - nothing while a job of the device moves (a swap-in or a swap-out not acknowledged yet): the
-//   device never holds more than the capacity, and a switch is a sequence, not a race;
+//   device never holds more than the capacity, and a switch is a sequence, not a race. A move
+//   overdue (unacknowledged past memory.swap_timeout_ms: a hung or stopped process) no longer
+//   holds the others; its bytes still count where the books put them, and it is not asked again;
 // - the decision's swap-outs first, all at once (the current job leaving is the switch), and the
 //   next job too when it holds more than its prefetch (a job moves whole: with two jobs taking
 //   turns, the one whose turn ended is the next one); nothing comes in before they are on host;
@@ -30,6 +32,7 @@ struct RotatingJob {
   SwapState state = SwapState::resident;
   uint64_t swappable = 0;  // its swappable bytes on the device
   uint64_t on_device = 0;  // of them on the device now (a swap-in: with what it brings)
+  bool overdue = false;    // moving, unacknowledged for longer than the swap timeout
 };
 
 struct RotationRoom {

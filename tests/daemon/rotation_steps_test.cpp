@@ -47,6 +47,25 @@ TEST(RotationSteps, NothingWhileAJobOfTheDeviceMoves) {
   }
 }
 
+TEST(RotationSteps, AMoveOverdueNoLongerHoldsTheOthersAndIsNotAskedAgain) {
+  // Job 3 (a stopped process) never acknowledged its swap-out: job 1 runs, job 2 is prefetched.
+  RotatingJob stuck = job(3, SwapState::swapping_out, 40);
+  stuck.overdue = true;
+  std::vector<RotatingJob> jobs = {job(1, SwapState::resident, 40),
+                                   job(2, SwapState::swapped_out, 0), stuck};
+  EXPECT_TRUE(same(rotation_steps(turn_of_1(), jobs, {104 * kMiB, 84 * kMiB, false}),
+                   {{Kind::prefetch, 2, 20 * kMiB}}));
+  // Overdue in the resident set: nothing is asked of it again, and no prefetch passes it.
+  RotationDecision d = turn_of_1();
+  d.order = {3, 1, 2};
+  d.run = {3};
+  d.prefetch = 1;
+  jobs[0] = job(1, SwapState::swapped_out, 0);
+  jobs[2] = job(3, SwapState::swapping_in, 40);
+  jobs[2].overdue = true;
+  EXPECT_TRUE(rotation_steps(d, jobs, {64 * kMiB, 44 * kMiB, false}).empty());
+}
+
 TEST(RotationSteps, TheHeadRunningItsSuccessorIsPrefetchedIntoTheRoomLeft) {
   std::vector<RotatingJob> jobs = {job(1, SwapState::resident, 40),
                                    job(2, SwapState::swapped_out, 0),

@@ -2,8 +2,10 @@
 #include "rotation_fixture.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdio>
+#include <thread>
 
 namespace gpushare::testing {
 
@@ -122,6 +124,19 @@ void Rotation::expect_bit_identical() {
           b.checksum)
           << "contents changed while taking turns";
   }
+}
+
+bool Rotation::stop_while_on_host(RotatingJob& job) {
+  // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    job.process.signal(SIGSTOP);
+    if (device().bytes_of_pid(0, job.process.pid()) == 0 &&
+        memory_state(daemon.socket, job.process.pid()).value("state", "") != "resident")
+      return true;
+    job.process.signal(SIGCONT);
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
 }
 
 }  // namespace gpushare::testing

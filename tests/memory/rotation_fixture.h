@@ -62,6 +62,9 @@ struct Rotation : ::testing::Test {
   // `part`: what of it the daemon counts on the device, which is what the device holds of it.
   int hold_a_prefetched_job(uint64_t* part);
   void expect_bit_identical();
+  // Stops (SIGSTOP) the job at a moment when none of its memory is on the device; false if no
+  // such moment came.
+  bool stop_while_on_host(RotatingJob& job);
 };
 
 }  // namespace gpushare::testing

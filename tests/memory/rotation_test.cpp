@@ -128,19 +128,8 @@ TEST_F(RotationWithoutPrefetch, JobsStillTakeTurnsAndNothingIsPrefetched) {
 }
 
 TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
-  // Stopped, a job cannot move its memory: once the device holds none of it, it is on host.
   RotatingJob& victim = jobs[1];
-  bool on_host = false;
-  for (int attempt = 0; attempt < 200 && !on_host; ++attempt) {
-    victim.process.signal(SIGSTOP);
-    on_host = device().bytes_of_pid(0, victim.process.pid()) == 0 &&
-              memory_state(daemon.socket, victim.process.pid()).value("state", "") != "resident";
-    if (!on_host) {
-      victim.process.signal(SIGCONT);
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  ASSERT_TRUE(on_host) << daemon.log();
+  ASSERT_TRUE(stop_while_on_host(victim)) << daemon.log();
   const pid_t victim_pid = victim.process.pid();
   victim.process.signal(SIGKILL);
   victim.process.wait();
@@ -168,6 +157,37 @@ TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
       5s))
       << daemon.log();
   EXPECT_TRUE(daemon.log_contains("rotation ends device=0")) << daemon.log();
+}
+
+// A stopped process cannot acknowledge the move it is asked for: past memory.swap_timeout_ms the
+// others take their turns without it (its turn passes at once); continued, it catches up and
+// finishes bit-identical.
+TEST_F(Rotation, AJobThatStopsAnsweringDoesNotHoldTheOthers) {
+  nlohmann::json config = rotation_config(trace);
+  config["memory"]["swap_timeout_ms"] = 500;
+  daemon.write_config(config);
+  ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
+  RotatingJob& stopped = jobs[1];
+  ASSERT_TRUE(stop_while_on_host(stopped)) << daemon.log();
+  const int its_launches = stopped.launches_left;
+  stopped.launches_left = 0;  // not driven while stopped
+
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  // The rotation reaches it (prefetch or turn) whatever the others do; its move never comes.
+  ASSERT_TRUE(
+      daemon.wait_for_log("is not acknowledged after 500 ms; the other jobs take their "
+                          "turns without it",
+                          10s))
+      << daemon.log();
+  // More work for the others: their turns now pass the stopped job's place in the cycle.
+  for (RotatingJob& job : jobs)
+    if (&job != &stopped) job.launches_left = kLaunches;
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+
+  stopped.process.signal(SIGCONT);
+  for (RotatingJob& job : jobs) job.launches_left = &job == &stopped ? its_launches : 0;
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  expect_bit_identical();
 }
 
 // A reload that turns rotation off leaves no job behind: one held prefetched (paused, part of its
