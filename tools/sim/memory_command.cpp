@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "memory_case_file.h"
-#include "memory_trace_file.h"
 #include "memory_schedules.h"
+#include "memory_trace_file.h"
 #include "order_search.h"
 
 namespace gpushare::sim {
@@ -25,10 +25,10 @@ namespace {
 using policies::RotationOrder;
 
 struct Options {
-  std::string case_path;  // a case file instead of the thesis-shaped case
+  std::string case_path;   // a case file instead of the thesis-shaped case
   std::string trace_path;  // a trace gpushared recorded (memory.trace) instead
   int trace_device = 0;
-  size_t generated = 0;   // generated cases instead
+  size_t generated = 0;  // generated cases instead
   uint64_t case_seed = 1;
   size_t jobs = 5;
   SearchParameters search;
@@ -226,10 +226,13 @@ int memory_main(int argc, char** argv) {
   if (!options.trace_path.empty()) {
     Recording recording;
     Replay replay;
+    // The file's errors name it and the line; the replay's name what the recording lacks.
     std::string error = load_memory_trace(options.trace_path, options.trace_device, recording);
-    if (error.empty()) error = replay_case(recording, replay);
+    if (error.empty())
+      if (std::string lacking = replay_case(recording, replay); !lacking.empty())
+        error = options.trace_path + ": " + lacking;
     if (!error.empty()) {
-      std::cerr << "gpushare-sim memory: " << options.trace_path << ": " << error << "\n";
+      std::cerr << "gpushare-sim memory: " << error << "\n";
       return 2;
     }
     cases.push_back(replay.memory_case);
