@@ -33,6 +33,70 @@ std::string job_text(const Job* job, uint64_t id) {
              : "id=" + std::to_string(id) + " (left)";
 }
 
+// Who has the turn, and the log line when it passes (or the rotation starts or ends).
+void pass_turn(int d, const policies::RotationDecision& decision, Registry& registry,
+               DeviceRotation& track) {
+  if (!decision.rotating) {
+    if (track.current && decision.too_large.empty())
+      spdlog::info("rotation ends device={}: every job fits in {} bytes", d, decision.budget_bytes);
+    else if (track.current)
+      spdlog::info(
+          "rotation ends device={}: what fits in {} bytes runs, {} job(s) larger than "
+          "that wait on host",
+          d, decision.budget_bytes, decision.too_large.size());
+    track.current.reset();
+    track.running_since.reset();
+  } else if (decision.order.front() != track.current) {
+    const uint64_t head = decision.order.front();
+    if (!track.current) {
+      std::string order;
+      for (uint64_t id : decision.order) order += (order.empty() ? "" : ",") + std::to_string(id);
+      spdlog::info(
+          "rotation starts device={} budget={} order={}: {} jobs need more than the budget", d,
+          decision.budget_bytes, order, decision.order.size());
+    } else {
+      spdlog::info("rotation switch device={} {} after {}", d, job_text(registry.find(head), head),
+                   job_text(registry.find(*track.current), *track.current));
+    }
+    track.current = head;
+    track.running_since.reset();
+  }
+}
+
+// The steps, asked of the jobs' shims, each with its log line.
+void carry_out(int d, const std::vector<RotationStep>& steps, Registry& registry,
+               const DeviceRotation& track, Clock::time_point now) {
+  const std::string turn =
+      track.current ? job_text(registry.find(*track.current), *track.current) : "none";
+  for (const RotationStep& step : steps) {
+    Job* job = registry.find(step.job_id);
+    if (!job) continue;
+    switch (step.kind) {
+      case RotationStepKind::swap_out:
+        spdlog::info("swap-out job={} id={} device={} bytes={}: rotation, turn of {}",
+                     log_text(job->name), job->id, d, step.bytes, turn);
+        request_residency(*job, /*to_host=*/true, now);
+        break;
+      case RotationStepKind::swap_in:
+        spdlog::info("swap-in job={} id={} device={} bytes={}: rotation, its turn",
+                     log_text(job->name), job->id, d, step.bytes);
+        request_residency(*job, /*to_host=*/false, now);
+        break;
+      case RotationStepKind::prefetch:
+        spdlog::info(
+            "rotation prefetch job={} id={} device={} bytes={} of {}: during the turn of {}",
+            log_text(job->name), job->id, d, step.bytes, job_swappable(*job, d), turn);
+        request_residency(*job, /*to_host=*/false, now, step.bytes);
+        break;
+      case RotationStepKind::resume:
+        spdlog::info("rotation resume job={} id={} device={}: all of it was prefetched",
+                     log_text(job->name), job->id, d);
+        resume_prefetched(*job);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 void Server::rotate_memory(Clock::time_point now) {
@@ -103,65 +167,11 @@ void Server::rotate_device(int d, Clock::time_point now) {
   });
   const policies::RotationDecision decision = policies::decide_rotation(state, parameters);
 
-  // The turn: who has it, and the switch when it passes.
-  if (!decision.rotating) {
-    if (track.current && decision.too_large.empty())
-      spdlog::info("rotation ends device={}: every job fits in {} bytes", d, decision.budget_bytes);
-    else if (track.current)
-      spdlog::info(
-          "rotation ends device={}: what fits in {} bytes runs, {} job(s) larger than "
-          "that wait on host",
-          d, decision.budget_bytes, decision.too_large.size());
-    track.current.reset();
-    track.running_since.reset();
-  } else if (decision.order.front() != track.current) {
-    const uint64_t head = decision.order.front();
-    if (!track.current) {
-      std::string order;
-      for (uint64_t id : decision.order) order += (order.empty() ? "" : ",") + std::to_string(id);
-      spdlog::info(
-          "rotation starts device={} budget={} order={}: {} jobs need more than the budget", d,
-          decision.budget_bytes, order, decision.order.size());
-    } else {
-      spdlog::info("rotation switch device={} {} after {}", d, job_text(registry_.find(head), head),
-                   job_text(registry_.find(*track.current), *track.current));
-    }
-    track.current = head;
-    track.running_since.reset();
-  }
+  pass_turn(d, decision, registry_, track);
   track.last = decision;
 
-  // The steps, carried out.
   const RotationRoom room{*capacity, use.resident, waiting > 0};
-  const std::string turn =
-      track.current ? job_text(registry_.find(*track.current), *track.current) : "none";
-  for (const RotationStep& step : rotation_steps(decision, jobs, room)) {
-    Job* job = registry_.find(step.job_id);
-    if (!job) continue;
-    switch (step.kind) {
-      case RotationStepKind::swap_out:
-        spdlog::info("swap-out job={} id={} device={} bytes={}: rotation, turn of {}",
-                     log_text(job->name), job->id, d, step.bytes, turn);
-        request_residency(*job, /*to_host=*/true, now);
-        break;
-      case RotationStepKind::swap_in:
-        spdlog::info("swap-in job={} id={} device={} bytes={}: rotation, its turn",
-                     log_text(job->name), job->id, d, step.bytes);
-        request_residency(*job, /*to_host=*/false, now);
-        break;
-      case RotationStepKind::prefetch:
-        spdlog::info(
-            "rotation prefetch job={} id={} device={} bytes={} of {}: during the turn of {}",
-            log_text(job->name), job->id, d, step.bytes, job_swappable(*job, d), turn);
-        request_residency(*job, /*to_host=*/false, now, step.bytes);
-        break;
-      case RotationStepKind::resume:
-        spdlog::info("rotation resume job={} id={} device={}: all of it was prefetched",
-                     log_text(job->name), job->id, d);
-        resume_prefetched(*job);
-        break;
-    }
-  }
+  carry_out(d, rotation_steps(decision, jobs, room), registry_, track, now);
   // The turn counts from when its job runs, not from when it was given: the copies that could
   // not be hidden do not shorten it.
   if (track.current && !track.running_since) {
