@@ -134,7 +134,9 @@ json Server::ctl_status() {
                            {"capacity_bytes", capacity ? json(*capacity) : json(nullptr)},
                            {"jobs", jobs},
                            {"kernels_per_s", rate},
-                           {"memory_bytes", memory}});
+                           {"memory_bytes", memory},
+                           // Rotating residency (docs/memory.md): null while nothing rotates.
+                           {"rotation", rotation_json(d)}});
   }
   size_t production = 0;
   for (auto& [id, job] : registry_.jobs()) production += job.granted == JobClass::production;

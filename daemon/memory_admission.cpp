@@ -97,7 +97,10 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
       .job_class = job.granted,
       .bytes = m.bytes,
       .movable = has(m.flags, MemDeclareFlags::swappable),
-      .job_on_host = state == SwapState::swapping_out || state == SwapState::swapped_out,
+      // Prefetched only in part: the shim puts a new allocation on host with the rest.
+      .job_on_host = state == SwapState::swapping_out || state == SwapState::swapped_out ||
+                     (state == SwapState::prefetched &&
+                      job_swappable_resident(job, device) < job_swappable(job, device)),
       .job_bytes = job_bytes(job, device),
       .limit = job_limit(config, job)};
   std::optional<policies::DeviceMemory> memory;
@@ -114,8 +117,8 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     for (auto& [id, other] : registry_.jobs()) {
       const SwapState s = other.memory_state.state;
       if (other.granted == JobClass::opportunistic &&
-          (s == SwapState::resident || s == SwapState::swapping_in))
-        candidates.push_back({id, job_swappable(other, device)});
+          (s == SwapState::resident || s == SwapState::swapping_in || s == SwapState::prefetched))
+        candidates.push_back({id, job_swappable_resident(other, device)});
     }
   }
   const policies::Admission decision =
@@ -148,8 +151,8 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
     Job* victim = registry_.find(victim_id);
     if (!victim) continue;
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
-                 log_text(victim->name), victim->id, device, job_swappable(*victim, device),
-                 log_text(job.name));
+                 log_text(victim->name), victim->id, device,
+                 job_swappable_resident(*victim, device), log_text(job.name));
     request_residency(*victim, /*to_host=*/true, now);
   }
   memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,

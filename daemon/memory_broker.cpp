@@ -21,6 +21,8 @@ const char* swap_state_name(SwapState s) {
       return "swapped-out";
     case SwapState::swapping_in:
       return "swapping-in";
+    case SwapState::prefetched:
+      return "prefetched";
   }
   return "?";
 }
@@ -50,19 +52,33 @@ uint64_t swappable_bytes(const Job& job, OnDevice on) {
   return total;
 }
 
-// What of the job is on the device, given `moved` = job_moved_out (at most its swappable bytes
+// Its swappable bytes on the device, given `moved` = job_moved_out (at most its swappable bytes
 // there, so nothing underflows). The shim writes the progress at any time: one reading serves
-// both the resident and the leaving bytes of a job, so that they always agree.
-uint64_t resident_with(const Job& job, int device, uint64_t moved) {
-  uint64_t all = job_bytes(job, device);
-  switch (job.memory_state.state) {
+// both the resident and the leaving bytes of a job, so that they always agree. A swap-in counts
+// what it will bring (the room is taken when it is asked for).
+uint64_t swappable_on_device(const Job& job, int device, uint64_t moved) {
+  const JobMemory& m = job.memory_state;
+  const uint64_t swappable = job_swappable(job, device);
+  const uint64_t part = std::min(m.partly_on_device.value_or(swappable), swappable);
+  switch (m.state) {
     case SwapState::swapped_out:
-      return all - job_swappable(job, device);
+      return 0;
+    case SwapState::prefetched:
+      return part;
+    case SwapState::swapping_in:
+      return m.swap_in_bound ? std::min(swappable, part + std::min(*m.swap_in_bound, swappable))
+                             : swappable;
     case SwapState::swapping_out:
-      return all - moved;
-    default:
-      return all;
+      return part - std::min(moved, part);
+    case SwapState::resident:
+      break;
   }
+  return swappable;
+}
+
+uint64_t resident_with(const Job& job, int device, uint64_t moved) {
+  return job_bytes(job, device) - job_swappable(job, device) +
+         swappable_on_device(job, device, moved);
 }
 }  // namespace
 
@@ -95,6 +111,10 @@ uint64_t job_resident(const Job& job, int device) {
   return resident_with(job, device, job_moved_out(job, device));
 }
 
+uint64_t job_swappable_resident(const Job& job, int device) {
+  return swappable_on_device(job, device, job_moved_out(job, device));
+}
+
 uint64_t job_unhonoured(const Job& job, int device) {
   const JobMemory& m = job.memory_state;
   auto it = m.unhonoured.find(device);
@@ -117,9 +137,10 @@ DeviceMemoryUse device_use(Registry& registry, int device) {
     bool opportunistic = job.granted == protocol::JobClass::opportunistic;
     SwapState s = job.memory_state.state;
     // What is already on host is neither resident nor leaving: room a waiter may take now.
-    if (s == SwapState::swapping_out) use.leaving += job_swappable(job, device) - moved;
-    if (opportunistic && (s == SwapState::resident || s == SwapState::swapping_in))
-      use.evictable += job_swappable(job, device);
+    if (s == SwapState::swapping_out) use.leaving += swappable_on_device(job, device, moved);
+    if (opportunistic &&
+        (s == SwapState::resident || s == SwapState::swapping_in || s == SwapState::prefetched))
+      use.evictable += swappable_on_device(job, device, moved);
   }
   return use;
 }

@@ -36,9 +36,18 @@ struct DeviceMemoryUse {
   uint64_t leaving = 0;    // swappable bytes of jobs swapping out now, not yet moved
 };
 
+// Rotating residency on one device (daemon/memory_rotation.cpp): whose turn it is and since when
+// it runs, and the last decision (the cycle the next decision continues, and what status shows).
+struct DeviceRotation {
+  std::optional<uint64_t> current;
+  std::optional<std::chrono::steady_clock::time_point> running_since;
+  policies::RotationDecision last;
+};
+
 struct MemoryBroker {
   std::map<int, uint64_t> physical;  // device -> physical bytes, as a shim's driver reported them
   std::deque<PendingAdmission> pending;
+  std::map<int, DeviceRotation> rotation;  // devices whose opportunistic jobs take turns now
 
   // The capacity of a device: configured (bytes, or a fraction of the physical size), else the
   // physical size less the reserve; nullopt while neither is known (admission then fails open).
@@ -53,6 +62,8 @@ uint64_t job_swap_progress(const Job& job);
 // That progress as room freed on `device` (what cannot have come from its other devices).
 uint64_t job_moved_out(const Job& job, int device);
 uint64_t job_resident(const Job& job, int device);  // what of it is on the device now
+// What of its swappable memory is on the device now (or coming: a swap-in counts what it brings).
+uint64_t job_swappable_resident(const Job& job, int device);
 // Its declared bytes that admission does not count: beyond what NVML sees its process hold
 // (memory_audit.h); at most its non-swappable bytes there.
 uint64_t job_unhonoured(const Job& job, int device);
@@ -66,8 +77,16 @@ std::optional<uint64_t> job_limit(const MemoryConfig& config, const Job& job);
 namespace gpushare::daemon {
 
 // memory_swap.cpp: asks the job's shim to move its swappable memory (to host: pausing its
-// launches first; to the device: it resumes once the shim confirms).
-void request_residency(Job& job, bool to_host, std::chrono::steady_clock::time_point now);
+// launches first; to the device: it resumes once the shim confirms). A `bound` on a move to the
+// device brings at most that many bytes and leaves the job paused (rotation's prefetch: it ends
+// `prefetched`, docs/memory.md).
+void request_residency(Job& job, bool to_host, std::chrono::steady_clock::time_point now,
+                       std::optional<uint64_t> bound = std::nullopt);
+// The thesis's penalty: its swappable bytes on `device` over its measured transfer rate (a
+// default rate until its first swap is measured).
+double swap_in_seconds(const Job& job, int device);
+// A prefetched job whose memory is all on the device (a bounded swap-in brought all of it) runs.
+void resume_prefetched(Job& job);
 // Writes every job's view (total, free) of each device into its control block.
 void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryConfig& config);
 

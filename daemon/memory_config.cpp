@@ -29,6 +29,83 @@ std::optional<CapacitySpec> parse_capacity(const std::string& path, const json& 
   return std::nullopt;
 }
 
+void parse_rotation(const json& r, bool oversubscribe, RotationConfig* out,
+                    std::vector<std::string>* errors) {
+  if (!r.is_object()) {
+    errors->push_back("memory.rotation: expected an object such as {\"enabled\": true}, got " +
+                      shown(r));
+    return;
+  }
+  for (const auto& [key, value] : r.items())
+    if (key != "enabled" && key != "order" && key != "fixed_order" && key != "prefetch" &&
+        key != "min_turn_ms" && key != "turn_per_swap_in")
+      errors->push_back("memory.rotation." + key +
+                        ": unknown field (expected one of: enabled, fixed_order, min_turn_ms, "
+                        "order, prefetch, turn_per_swap_in)");
+  for (const char* key : {"enabled", "prefetch"}) {
+    if (!r.contains(key)) continue;
+    if (!r[key].is_boolean()) {
+      errors->push_back(std::string("memory.rotation.") + key + ": expected true or false, got " +
+                        shown(r[key]));
+      continue;
+    }
+    (std::string(key) == "enabled" ? out->enabled : out->prefetch) = r[key].get<bool>();
+  }
+  if (out->enabled && !oversubscribe)
+    errors->push_back(
+        "memory.rotation.enabled: needs \"memory\": {\"oversubscribe\": true} (only swappable "
+        "memory can take turns on the device)");
+  if (r.contains("order")) {
+    const json& v = r["order"];
+    const std::string name = v.is_string() ? v.get<std::string>() : "";
+    if (name == "weight")
+      out->order = policies::RotationOrder::weight;
+    else if (name == "fifo")
+      out->order = policies::RotationOrder::fifo;
+    else if (name == "fixed")
+      out->order = policies::RotationOrder::fixed;
+    else
+      errors->push_back("memory.rotation.order: expected \"weight\", \"fifo\" or \"fixed\", got " +
+                        shown(v));
+  }
+  if (r.contains("fixed_order")) {
+    const json& v = r["fixed_order"];
+    bool names = v.is_array() && !v.empty();
+    for (const json& name : v.is_array() ? v : json::array())
+      names = names && name.is_string() && !name.get<std::string>().empty() &&
+              name.get<std::string>().size() < protocol::kJobNameSize;
+    if (!names)
+      errors->push_back(
+          "memory.rotation.fixed_order: expected a list of job names of 1 to 63 characters, "
+          "got " +
+          shown(v));
+    else
+      out->fixed_order = v.get<std::vector<std::string>>();
+  }
+  const bool fixed = out->order == policies::RotationOrder::fixed;
+  if (fixed && out->fixed_order.empty() && !r.contains("fixed_order"))
+    errors->push_back(
+        "memory.rotation.fixed_order: \"order\": \"fixed\" needs the list of job names");
+  if (!fixed && r.contains("fixed_order"))
+    errors->push_back("memory.rotation.fixed_order: used only with \"order\": \"fixed\"");
+  if (r.contains("min_turn_ms")) {
+    const json& v = r["min_turn_ms"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 10 || v.get<int64_t>() > 3600000)
+      errors->push_back("memory.rotation.min_turn_ms: expected an integer in [10, 3600000], got " +
+                        shown(v));
+    else
+      out->min_turn = std::chrono::milliseconds(v.get<int64_t>());
+  }
+  if (r.contains("turn_per_swap_in")) {
+    const json& v = r["turn_per_swap_in"];
+    if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1000))
+      errors->push_back("memory.rotation.turn_per_swap_in: expected a number in [0, 1000], got " +
+                        shown(v));
+    else
+      out->turn_per_swap_in = v.get<double>();
+  }
+}
+
 }  // namespace
 
 std::optional<uint64_t> CapacitySpec::resolve(uint64_t physical) const {
@@ -67,11 +144,11 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   for (const auto& [key, value] : s.items())
     if (key != "capacity" && key != "devices" && key != "reserve" && key != "limits" &&
         key != "swap_timeout_ms" && key != "oversubscribe" && key != "nvml_sample_ms" &&
-        key != "declaration_grace_ms")
+        key != "declaration_grace_ms" && key != "rotation" && key != "trace")
       errors->push_back("memory." + key +
                         ": unknown field (expected one of: capacity, declaration_grace_ms, "
-                        "devices, limits, nvml_sample_ms, oversubscribe, reserve, "
-                        "swap_timeout_ms)");
+                        "devices, limits, nvml_sample_ms, oversubscribe, reserve, rotation, "
+                        "swap_timeout_ms, trace)");
   if (s.contains("oversubscribe")) {
     if (!s["oversubscribe"].is_boolean())
       errors->push_back("memory.oversubscribe: expected true or false, got " +
@@ -148,6 +225,16 @@ void parse_memory_config(const json& s, MemoryConfig* out, std::vector<std::stri
   };
   milliseconds("nvml_sample_ms", 100, 60000, true, &out->nvml_sample);
   milliseconds("declaration_grace_ms", 500, 3600000, false, &out->declaration_grace);
+  if (s.contains("trace")) {
+    const json& v = s["trace"];
+    if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/' ||
+        v.get<std::string>().size() > 4095)
+      errors->push_back("memory.trace: expected an absolute file path, got " + shown(v));
+    else
+      out->trace_path = v.get<std::string>();
+  }
+  if (s.contains("rotation"))
+    parse_rotation(s["rotation"], out->oversubscribe, &out->rotation, errors);
 }
 
 }  // namespace gpushare::daemon

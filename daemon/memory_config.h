@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "gpushare/policies/rotation.h"
+
 namespace gpushare::daemon {
 
 // A capacity written as bytes ("16G", 17179869184) or as a fraction of the physical size (0.5).
@@ -23,6 +25,30 @@ struct CapacitySpec {
 struct MemoryLimitRule {
   std::string job;     // fnmatch(3) pattern on the job name
   uint64_t bytes = 0;  // the job may hold at most this much per device
+};
+
+// "memory.rotation" (docs/memory.md, "Rotating residency"): when the opportunistic jobs of a
+// device need more than production leaves, they run in turns (policies/rotation.h decides).
+struct RotationConfig {
+  bool enabled = false;  // needs memory.oversubscribe: only swappable memory can take turns
+  policies::RotationOrder order = policies::RotationOrder::weight;
+  std::vector<std::string> fixed_order;  // job names, for order "fixed"
+  bool prefetch = true;
+  std::chrono::milliseconds min_turn{1000};
+  double turn_per_swap_in = 4.0;
+  // The policy's parameters, with the fixed order's names resolved by `ids_of` (a name's jobs
+  // in registration order).
+  template <class IdsOf>
+  policies::RotationParameters parameters(IdsOf ids_of) const {
+    policies::RotationParameters p;
+    p.order = order;
+    for (const std::string& name : fixed_order)
+      for (uint64_t id : ids_of(name)) p.fixed_order.push_back(id);
+    p.prefetch = prefetch;
+    p.min_turn_s = std::chrono::duration<double>(min_turn).count();
+    p.turn_per_swap_in = turn_per_swap_in;
+    return p;
+  }
 };
 
 struct MemoryConfig {
@@ -44,6 +70,9 @@ struct MemoryConfig {
   // memory may exceed it before the excess stops counting toward the capacity.
   std::chrono::milliseconds nvml_sample{2000};
   std::chrono::milliseconds declaration_grace{30000};
+  RotationConfig rotation;
+  // Where to record what gpushare-sim's memory model needs (memory_trace.h); empty: nowhere.
+  std::string trace_path;
 };
 
 // Parses bytes given as an integer or a string with a K/M/G/T (binary) suffix.

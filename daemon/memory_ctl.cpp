@@ -105,6 +105,9 @@ json Server::memory_json(const Job& job, bool with_sites) const {
   for (const auto& [device, bytes] : job.memory_by_device())
     on_host += bytes - std::min(bytes, job_resident(job, device));
   out["on_host_bytes"] = on_host;
+  // Rotation's prefetch: what of it is on the device ahead of its turn (memory_job.h).
+  out["prefetched_bytes"] =
+      m.state == SwapState::prefetched ? m.partly_on_device.value_or(0) : uint64_t{0};
   // Declarations checked against NVML (memory_audit.h): null when not measured.
   uint64_t unhonoured = 0;
   for (const auto& [device, bytes] : job.memory_by_device())

@@ -11,13 +11,21 @@ namespace gpushare::daemon {
 
 // Where a job's swappable memory is, as the daemon sees it. The shim moves it; the daemon asks
 // through the control block and learns it is done from the acknowledged sequence number.
-enum class SwapState { resident, swapping_out, swapped_out, swapping_in };
+// prefetched: rotation (docs/memory.md) brought `prefetched` of its bytes back ahead of its turn;
+// it stays paused, the rest on host, until its turn comes.
+enum class SwapState { resident, swapping_out, swapped_out, swapping_in, prefetched };
 const char* swap_state_name(SwapState s);
 
 struct JobMemory {
   SwapState state = SwapState::resident;
   uint32_t request_seq = 0;  // the last request written to the control block
   std::chrono::steady_clock::time_point requested;
+  // A swap-in bounded to this many more bytes (rotation's prefetch); nullopt: all of it.
+  std::optional<uint64_t> swap_in_bound;
+  // While only part of its swappable memory is on the device (prefetched, a bounded swap-in, or a
+  // swap-out that started from there): how much is, as its shim reported the moves (clamped to
+  // its swappable bytes wherever counted). nullopt: all of it or none, as the state says.
+  std::optional<uint64_t> partly_on_device;
   // Set by `gpusharectl set-limit`: a limit (or, holding nullopt, "none") that replaces the
   // configured rule for this job. Absent: the configuration decides.
   std::optional<std::optional<uint64_t>> limit_override;

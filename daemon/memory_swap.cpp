@@ -58,20 +58,45 @@ std::set<int> devices_of(const Job& job) {
 
 }  // namespace
 
-void request_residency(Job& job, bool to_host, Clock::time_point now) {
+double swap_in_seconds(const Job& job, int device) {
+  double rate = job.memory_state.bytes_per_second > 0 ? job.memory_state.bytes_per_second
+                                                      : kDefaultBytesPerSecond;
+  return static_cast<double>(job_swappable(job, device)) / rate;
+}
+
+void request_residency(Job& job, bool to_host, Clock::time_point now,
+                       std::optional<uint64_t> bound) {
   protocol::ControlBlock* b = job.block.page();
   if (!b) return;
   JobMemory& m = job.memory_state;
   // Pause first, so the job is held at a launch boundary before its memory starts to move.
   if (to_host) set_memory_pause(b, true);
+  // What is on the device when only part of it is (memory_job.h): a swap-out leaves from there,
+  // a bounded swap-in adds to it; a whole swap-in, or a swap-out of all of it, needs no count.
+  if (to_host && m.state == SwapState::swapping_in && m.swap_in_bound)
+    m.partly_on_device = m.partly_on_device.value_or(0) + *m.swap_in_bound;
+  else if (to_host && m.state != SwapState::prefetched)
+    m.partly_on_device.reset();
+  else if (!to_host && bound)
+    m.partly_on_device = m.partly_on_device.value_or(0);
+  m.swap_in_bound = to_host ? std::nullopt : bound;
   m.state = to_host ? SwapState::swapping_out : SwapState::swapping_in;
   m.requested = now;
   m.request_seq = b->memory_request_seq.load(std::memory_order_relaxed) + 1;
   b->memory_target.store(
       static_cast<uint32_t>(to_host ? protocol::Residency::host : protocol::Residency::device),
       std::memory_order_release);
+  b->memory_target_bytes.store(to_host ? 0 : bound.value_or(0), std::memory_order_release);
   b->memory_request_seq.store(m.request_seq, std::memory_order_release);
   wake(b->memory_request_seq);
+}
+
+void resume_prefetched(Job& job) {
+  JobMemory& m = job.memory_state;
+  m.state = SwapState::resident;
+  m.partly_on_device.reset();
+  ++m.swaps_in;  // its swap-in was the prefetch: done, in one bounded piece
+  if (protocol::ControlBlock* b = job.block.page()) set_memory_pause(b, false);
 }
 
 void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryConfig& config) {
@@ -149,6 +174,7 @@ void Server::serve_memory_waiters(Clock::time_point now) {
 }
 
 void Server::memory_tick(Clock::time_point now) {
+  memory_trace_.configure(config_.memory.trace_path, config_.tick, now);
   double alpha =
       std::min(1.0, std::chrono::duration<double>(config_.tick).count() / kRewardWindowSeconds);
   for (auto& [id, job] : registry_.jobs()) {
@@ -166,21 +192,51 @@ void Server::memory_tick(Clock::time_point now) {
     uint64_t ns = b->swap_ns.load(std::memory_order_relaxed);
     if (bytes > 0 && ns > 0) m.bytes_per_second = static_cast<double>(bytes) * 1e9 / ns;
     bool out = m.state == SwapState::swapping_out;
-    m.state = out ? SwapState::swapped_out : SwapState::resident;
-    ++(out ? m.swaps_out : m.swaps_in);
+    // A bounded swap-in (rotation's prefetch) leaves the job paused, the rest of it on host.
+    bool prefetch = !out && m.swap_in_bound;
     (out ? m.swapped_out_bytes : m.swapped_in_bytes) += bytes;
-    if (!out) set_memory_pause(b, false);
-    spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", out ? "swapped-out" : "swapped-in",
-                 job.peer.pid, log_text(job.name), job.id, bytes, ns / 1e6);
+    const char* event = out ? "swapped-out" : prefetch ? "prefetched" : "swapped-in";
+    if (out) {
+      m.state = SwapState::swapped_out;
+      m.partly_on_device.reset();
+      ++m.swaps_out;
+    } else if (prefetch) {
+      m.state = SwapState::prefetched;
+      // Untrusted, like every count a shim writes: never more than the daemon asked for.
+      m.partly_on_device = m.partly_on_device.value_or(0) + std::min(bytes, *m.swap_in_bound);
+      m.swap_in_bound.reset();
+    } else {
+      m.state = SwapState::resident;
+      m.partly_on_device.reset();
+      ++m.swaps_in;
+      set_memory_pause(b, false);
+    }
+    spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", event, job.peer.pid,
+                 log_text(job.name), job.id, bytes, ns / 1e6);
+    memory_trace_.swap(job, out ? "out" : prefetch ? "prefetch" : "in", bytes, ns, now);
   }
   serve_memory_waiters(now);
+  // With rotation configured, its steps bring jobs back (memory_rotation.cpp); else room does.
+  if (config_.memory.rotation.enabled)
+    rotate_memory(now);
+  else
+    swap_in_when_room(now);
+  // Views also follow limits, reloads and departed jobs: published every tick.
+  publish_views(registry_, memory_, config_.memory);
+  memory_trace_.sample(registry_, memory_, config_.memory, now);
+}
 
+void Server::swap_in_when_room(Clock::time_point now) {
   // Swap-in: one transfer per device at a time, in the thesis's order, while nobody waits for
   // room; the next one starts as soon as the previous job resumes, so it overlaps that job's
-  // compute.
+  // compute. A job left prefetched by a rotation that a reload turned off comes back the same way.
+  memory_.rotation.clear();
+  auto waits_on_host = [](SwapState s) {
+    return s == SwapState::swapped_out || s == SwapState::prefetched;
+  };
   std::set<int> devices;
   for (auto& [id, job] : registry_.jobs())
-    if (job.memory_state.state == SwapState::swapped_out)
+    if (waits_on_host(job.memory_state.state))
       for (int d : devices_of(job)) devices.insert(d);
   for (int d : devices) {
     bool busy = std::any_of(memory_.pending.begin(), memory_.pending.end(),
@@ -190,11 +246,8 @@ void Server::memory_tick(Clock::time_point now) {
       if (!holds_memory_on(job, d)) continue;
       SwapState s = job.memory_state.state;
       if (s == SwapState::swapping_in || s == SwapState::swapping_out) busy = true;
-      if (s != SwapState::swapped_out) continue;
-      double rate = job.memory_state.bytes_per_second > 0 ? job.memory_state.bytes_per_second
-                                                          : kDefaultBytesPerSecond;
-      candidates.push_back(
-          {id, job.memory_state.reward, static_cast<double>(job_swappable(job, d)) / rate});
+      if (!waits_on_host(s)) continue;
+      candidates.push_back({id, job.memory_state.reward, swap_in_seconds(job, d)});
     }
     if (busy || candidates.empty()) continue;
     uint64_t resident = device_use(registry_, d).resident;
@@ -205,17 +258,17 @@ void Server::memory_tick(Clock::time_point now) {
       for (int other : devices_of(job)) {
         std::optional<uint64_t> cap = memory_.capacity(config_.memory, other);
         uint64_t on = other == d ? resident : device_use(registry_, other).resident;
-        if (cap && on + job_swappable(job, other) > *cap) fits = false;
+        uint64_t rest = job_swappable(job, other) - job_swappable_resident(job, other);
+        if (cap && on + rest > *cap) fits = false;
       }
       if (!fits) continue;  // a later, smaller job may fit: room is not left idle
       spdlog::info("swap-in job={} id={} device={} bytes={} (reward {:.2f})", log_text(job.name),
-                   id, d, job_swappable(job, d), job.memory_state.reward);
+                   id, d, job_swappable(job, d) - job_swappable_resident(job, d),
+                   job.memory_state.reward);
       request_residency(job, /*to_host=*/false, now);
       break;
     }
   }
-  // Views also follow limits, reloads and departed jobs: published every tick.
-  publish_views(registry_, memory_, config_.memory);
 }
 
 }  // namespace gpushare::daemon

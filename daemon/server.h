@@ -23,6 +23,7 @@
 #include "log_limiter.h"
 #include "memory_audit.h"
 #include "memory_broker.h"
+#include "memory_trace.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
 #include "registry.h"
@@ -105,6 +106,11 @@ class Server {
   void on_device_info(Connection& c, const protocol::DeviceInfo& d);
   void on_alloc_site(Connection& c, const protocol::AllocSite& s);
   void memory_tick(Clock::time_point now);
+  void swap_in_when_room(Clock::time_point now);  // memory_swap.cpp: without rotation
+  // memory_rotation.cpp: rotating residency (docs/memory.md), each tick, when configured.
+  void rotate_memory(Clock::time_point now);
+  void rotate_device(int device, Clock::time_point now);
+  nlohmann::json rotation_json(int device) const;
   void expire_reservations(Clock::time_point now);  // reservations never used (finding 5)
   void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
   void serve_memory_waiters(Clock::time_point now);
@@ -138,6 +144,7 @@ class Server {
   std::map<int, policies::Parameters> runtime_parameters_;  // with runtime_policies_
   Scheduler scheduler_;
   MemoryBroker memory_;
+  MemoryTrace memory_trace_;  // memory.trace: what gpushare-sim's memory model replays
   std::unique_ptr<NvmlSampler> nvml_;  // declarations checked against real use (memory_audit.h)
   uint64_t nvml_seen_ = 0;             // the last reading applied
   DeclarationAudit declaration_audit_;

@@ -33,6 +33,7 @@ struct Swappable {
   uint64_t bytes;
   int device;
   CUcontext context;
+  Residency where;  // a bounded move to the device (rotation's prefetch) leaves some on host
 };
 
 struct SwapState {
@@ -40,7 +41,9 @@ struct SwapState {
   // prefetch of the same pointer, and a new allocation lands where the rest of the memory is.
   std::mutex mutex;
   std::map<uint64_t, Swappable> live;
-  Residency residency = Residency::device;  // where the tracked memory is
+  // Where the tracked memory is: the device only when all of it is there; a new allocation
+  // joins it there, else on host.
+  Residency residency = Residency::device;
 };
 // Leaked on purpose, like the accounting: the thread may run during exit().
 SwapState& swap_state() {
@@ -55,30 +58,39 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Under the state's mutex: moves every tracked allocation. Returns the bytes moved. Towards the
-// host with `progress` set (a daemon's request), each allocation's prefetch is waited for and the
-// bytes known to have left the device are published there: the daemon admits a waiting production
+// Under the state's mutex: moves every tracked allocation that is not at `to` yet; towards the
+// device with `limit` > 0, only whole allocations while their sum stays within it (rotation's
+// prefetch: the rest comes at the job's turn). Returns the bytes moved. Towards the host with
+// `progress` set (a daemon's request), each allocation's prefetch is waited for and the bytes
+// known to have left the device are published there: the daemon admits a waiting production
 // allocation as soon as enough room is free (protocol/control_block.h, swap_progress_*).
-uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = nullptr) {
+uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = nullptr,
+                  uint64_t limit = 0) {
   const DriverCalls& d = driver_calls();
   // The largest first: each step towards the host costs one synchronisation, and production
   // waits for a share of the room, not for a count of allocations, so big steps free what it
   // needs in the fewest round trips.
-  std::vector<std::pair<uint64_t, const Swappable*>> order;
+  std::vector<std::pair<uint64_t, Swappable*>> order;
   order.reserve(s.live.size());
-  for (const auto& [ptr, a] : s.live) order.emplace_back(ptr, &a);
+  for (auto& [ptr, a] : s.live)
+    if (a.where != to) order.emplace_back(ptr, &a);
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& x, const auto& y) { return x.second->bytes > y.second->bytes; });
   const bool streaming = progress && to == Residency::host && d.ctx_synchronize;
   uint64_t moved = 0, confirmed = 0;
   CUcontext synced = nullptr;
   for (const auto& [ptr, a] : order) {
+    // The largest first, then smaller ones into the room a larger one did not fit.
+    if (limit > 0 && moved + a->bytes > limit) continue;
     if (d.ctx_set_current && a->context) d.ctx_set_current(a->context);
     // Work already queued finishes before its memory leaves (the gate holds any new launch).
     if (a->context != synced && d.ctx_synchronize) d.ctx_synchronize(), synced = a->context;
     int where = to == Residency::host ? -1 : a->device;
     CUresult r = advise_preferred(ptr, a->bytes, where);
     if (r == CUDA_SUCCESS) r = prefetch(ptr, a->bytes, where);
+    // Its preference is set (or the driver refused it): where it is, the driver decides on
+    // demand; asked again, it would fail again.
+    a->where = to;
     if (r != CUDA_SUCCESS) {
       log_warning(
           "cannot move %llu bytes at 0x%llx to the %s (CUDA error %d): the driver will "
@@ -96,7 +108,9 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
     }
   }
   if (d.ctx_synchronize && synced) d.ctx_synchronize();
-  s.residency = to;
+  const bool all_there = std::all_of(s.live.begin(), s.live.end(),
+                                     [to](const auto& entry) { return entry.second.where == to; });
+  s.residency = all_there ? to : Residency::host;
   return moved;
 }
 
@@ -140,14 +154,22 @@ void* swap_thread(void*) {
       block->swap_progress_bytes.store(0, std::memory_order_relaxed);
       block->swap_progress_seq.store(seq, std::memory_order_release);
     }
+    // Towards the device, a bound (rotation's prefetch) may leave part of it on host.
+    const uint64_t limit = target == Residency::device
+                               ? block->memory_target_bytes.load(std::memory_order_acquire)
+                               : 0;
     uint64_t start = now_ns(), moved = 0;
+    Residency now_at = target;
     {
       std::lock_guard lock(s.mutex);
-      moved = s.residency == target ? 0 : move_all(s, target, &block->swap_progress_bytes);
+      // Not `s.residency == target ? 0 : ...`: after a bounded move the memory is partly on the
+      // device while `residency` says host; move_all passes over what is in place already.
+      moved = move_all(s, target, &block->swap_progress_bytes, limit);
+      now_at = s.residency;
     }
     block->swap_bytes.store(moved, std::memory_order_relaxed);
     block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);
-    block->memory_residency.store(static_cast<uint32_t>(target), std::memory_order_relaxed);
+    block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);
     block->memory_done_seq.store(seq, std::memory_order_release);
   }
   return nullptr;
@@ -187,7 +209,7 @@ void track_swappable(uint64_t ptr, uint64_t bytes, int device) {
   if (d.ctx_get_current) d.ctx_get_current(&context);
   SwapState& s = swap_state();
   std::lock_guard lock(s.mutex);
-  s.live[ptr] = Swappable{bytes, device, context};
+  s.live[ptr] = Swappable{bytes, device, context, s.residency};
   if (s.residency == Residency::host && advise_preferred(ptr, bytes, -1) == CUDA_SUCCESS)
     prefetch(ptr, bytes, -1);
 }

@@ -2,8 +2,9 @@
 // cuMemAlloc_v2 becomes unified (managed) memory with the device as preferred location, so that
 // its pages can be moved to host and back while every pointer stays valid. A background thread
 // obeys the daemon's requests in the control block (memory_target / memory_request_seq): it
-// prefetches all swappable memory to host or back, then acknowledges (memory_done_seq). Only
-// this process can do it: it owns the context.
+// prefetches all swappable memory to host or back (or, bounded by memory_target_bytes, part of it
+// back: rotation's prefetch), then acknowledges (memory_done_seq). Only this process can do it:
+// it owns the context.
 #pragma once
 
 #include <cstdint>

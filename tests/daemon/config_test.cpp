@@ -84,6 +84,71 @@ TEST(Config, ANumberTooLargeForADoubleIsAnErrorNotAnException) {
   }
 }
 
+// memory.rotation (docs/memory.md, "Rotating residency"): every key checked, refusals name it.
+TEST(Config, RotationParsesAndResolvesFixedNamesToJobs) {
+  ConfigResult r = parse_config(R"({"memory": {"oversubscribe": true, "rotation": {
+    "enabled": true, "order": "fixed", "fixed_order": ["b", "a"], "prefetch": false,
+    "min_turn_ms": 250, "turn_per_swap_in": 2.5}}})");
+  ASSERT_TRUE(r.config) << r.error_text();
+  const RotationConfig& rotation = r.config->memory.rotation;
+  EXPECT_TRUE(rotation.enabled);
+  EXPECT_EQ(rotation.order, policies::RotationOrder::fixed);
+  policies::RotationParameters p = rotation.parameters([](const std::string& name) {
+    return name == "a" ? std::vector<uint64_t>{3, 5} : std::vector<uint64_t>{4};
+  });
+  EXPECT_EQ(p.fixed_order, (std::vector<uint64_t>{4, 3, 5}));
+  EXPECT_FALSE(p.prefetch);
+  EXPECT_DOUBLE_EQ(p.min_turn_s, 0.25);
+  EXPECT_DOUBLE_EQ(p.turn_per_swap_in, 2.5);
+
+  ConfigResult defaults = parse_config(R"({"memory": {"oversubscribe": true}})");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_FALSE(defaults.config->memory.rotation.enabled) << "opt-in, like oversubscription";
+  EXPECT_EQ(defaults.config->memory.rotation.order, policies::RotationOrder::weight);
+  EXPECT_TRUE(defaults.config->memory.rotation.prefetch);
+  EXPECT_EQ(defaults.config->memory.rotation.min_turn.count(), 1000);
+}
+
+TEST(Config, EveryBadRotationValueIsRefusedNamingItsKey) {
+  auto rotation = [](const std::string& body) {
+    return errors_of((R"({"memory": {"oversubscribe": true, "rotation": )" + body + "}}").c_str());
+  };
+  EXPECT_EQ(errors_of(R"({"memory": {"rotation": {"enabled": true}}})"),
+            R"(memory.rotation.enabled: needs "memory": {"oversubscribe": true} (only swappable )"
+            "memory can take turns on the device)");
+  EXPECT_EQ(rotation("[]"),
+            R"(memory.rotation: expected an object such as {"enabled": true}, got [])");
+  EXPECT_EQ(rotation(R"({"enabled": "yes"})"),
+            R"(memory.rotation.enabled: expected true or false, got "yes")");
+  EXPECT_EQ(rotation(R"({"prefetch": 1})"),
+            "memory.rotation.prefetch: expected true or false, got 1");
+  EXPECT_EQ(rotation(R"({"order": "random"})"),
+            R"(memory.rotation.order: expected "weight", "fifo" or "fixed", got "random")");
+  EXPECT_EQ(rotation(R"({"order": "fixed"})"),
+            R"(memory.rotation.fixed_order: "order": "fixed" needs the list of job names)");
+  EXPECT_EQ(
+      rotation(R"({"order": "fixed", "fixed_order": []})"),
+      "memory.rotation.fixed_order: expected a list of job names of 1 to 63 characters, got []");
+  EXPECT_EQ(
+      rotation(R"({"order": "fixed", "fixed_order": ["a", 2]})"),
+      R"(memory.rotation.fixed_order: expected a list of job names of 1 to 63 characters, got ["a",2])");
+  EXPECT_EQ(rotation(R"({"fixed_order": ["a"]})"),
+            R"(memory.rotation.fixed_order: used only with "order": "fixed")");
+  EXPECT_EQ(rotation(R"({"min_turn_ms": 5})"),
+            "memory.rotation.min_turn_ms: expected an integer in [10, 3600000], got 5");
+  EXPECT_EQ(rotation(R"({"min_turn_ms": 1.5})"),
+            "memory.rotation.min_turn_ms: expected an integer in [10, 3600000], got 1.5");
+  EXPECT_EQ(rotation(R"({"turn_per_swap_in": -1})"),
+            "memory.rotation.turn_per_swap_in: expected a number in [0, 1000], got -1");
+  EXPECT_EQ(errors_of(R"({"memory": {"trace": "trace.jsonl"}})"),
+            R"(memory.trace: expected an absolute file path, got "trace.jsonl")");
+  EXPECT_EQ(errors_of(R"({"memory": {"trace": 1}})"),
+            "memory.trace: expected an absolute file path, got 1");
+  EXPECT_EQ(rotation(R"({"turn": 3})"),
+            "memory.rotation.turn: unknown field (expected one of: enabled, fixed_order, "
+            "min_turn_ms, order, prefetch, turn_per_swap_in)");
+}
+
 TEST(Config, EveryPolicyOfTheRegistryIsAvailable) {
   for (const char* name : {"harvest", "tgs", "priority", "fair", "none"})
     EXPECT_EQ(errors_of((std::string(R"({"policy": {"default": ")") + name + R"("}})").c_str()), "")

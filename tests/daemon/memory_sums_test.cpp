@@ -73,5 +73,63 @@ TEST(MemorySums, AgreeAfterManyRandomChanges) {
   EXPECT_EQ(job.reservations, 0u);
 }
 
+// Rotation's prefetch leaves part of a job's swappable memory on the device: what counts as
+// resident (and as evictable for production) follows the bytes its shim moved, never more than
+// the job's swappable bytes, and a swap-in reserves what it will bring.
+TEST(MemorySums, PartlyOnTheDeviceCountsWhatIsThere) {
+  constexpr uint64_t kMiB = 1 << 20;
+  Registry registry;
+  Job& job = registry.add(Job{});
+  job.set_allocation({0, 1}, {10 * kMiB, 0, 0, 0, {}, false});
+  job.set_allocation({0, 2}, {40 * kMiB, 0, kSwappable, 0, {}, false});
+  JobMemory& m = job.memory_state;
+  auto expect = [&](uint64_t resident_mib, uint64_t swappable_mib, uint64_t evictable_mib) {
+    EXPECT_EQ(job_resident(job, 0), resident_mib * kMiB);
+    EXPECT_EQ(job_swappable_resident(job, 0), swappable_mib * kMiB);
+    EXPECT_EQ(device_use(registry, 0).resident, resident_mib * kMiB);
+    EXPECT_EQ(device_use(registry, 0).evictable, evictable_mib * kMiB);
+  };
+  {
+    SCOPED_TRACE("resident");
+    expect(50, 40, 40);
+  }
+  m.state = SwapState::swapped_out;
+  {
+    SCOPED_TRACE("swapped out");
+    expect(10, 0, 0);
+  }
+  m.state = SwapState::swapping_in;
+  m.swap_in_bound = 20 * kMiB;
+  m.partly_on_device = 0;
+  {
+    SCOPED_TRACE("a prefetch asked for: its bound reserved");
+    expect(30, 20, 20);
+  }
+  m.state = SwapState::prefetched;
+  m.swap_in_bound.reset();
+  m.partly_on_device = 20 * kMiB;
+  {
+    SCOPED_TRACE("prefetched");
+    expect(30, 20, 20);
+  }
+  m.state = SwapState::swapping_out;
+  {
+    SCOPED_TRACE("leaving from prefetched: only what is there leaves");
+    expect(30, 20, 0);
+    EXPECT_EQ(device_use(registry, 0).leaving, 20 * kMiB);
+  }
+  m.state = SwapState::swapping_in;
+  {
+    SCOPED_TRACE("the rest asked for: all of it reserved");
+    expect(50, 40, 40);
+  }
+  m.state = SwapState::prefetched;
+  m.partly_on_device = 1000 * kMiB;
+  {
+    SCOPED_TRACE("an absurd count is worth at most its swappable bytes");
+    expect(50, 40, 40);
+  }
+}
+
 }  // namespace
 }  // namespace gpushare::daemon

@@ -96,6 +96,22 @@ std::string render_status(const json& reply) {
            parameters_text(dev.value("parameters", json::object()))});
     }
     out += "\n" + table(rows);
+    // Rotating residency (docs/memory.md): whose turn it is, the cycle, and who is prefetched.
+    for (const auto& dev : devices) {
+      const json rotation = dev.value("rotation", json());
+      if (!rotation.is_object()) continue;
+      auto id_text = [](const json& id) {
+        return id.is_number_unsigned() ? std::to_string(id.get<uint64_t>()) : std::string("none");
+      };
+      std::string order;
+      for (const auto& id : rotation.value("order", json::array()))
+        order += (order.empty() ? "" : ",") + id_text(id);
+      out += "rotation device " + std::to_string(dev.value("device", 0)) + ": turn of job id " +
+             id_text(rotation.value("current", json())) + ", order " + order + ", prefetch " +
+             id_text(rotation.value("prefetch", json())) + " (" +
+             human_bytes(rotation.value("prefetch_bytes", uint64_t{0})) + "), budget " +
+             human_bytes(rotation.value("budget_bytes", uint64_t{0})) + "\n";
+    }
   }
   return out;
 }

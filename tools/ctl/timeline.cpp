@@ -103,6 +103,7 @@ std::string swap_slice(const std::string& memory_state) {
   if (memory_state == "swapping-out" || memory_state == "swapping_out") return "swapping out";
   if (memory_state == "swapped-out" || memory_state == "swapped_out") return "on host";
   if (memory_state == "swapping-in" || memory_state == "swapping_in") return "swapping in";
+  if (memory_state == "prefetched") return "prefetched";  // rotation: partly in, paused
   return "on device";
 }
 

@@ -2,7 +2,8 @@
 // or generated cases. For each case it prints the makespan of every schedule (FIFO without and with
 // prefetch, an optional fixed order, the thesis weight order, the genetic search seeded with the
 // weight order and started from random orders alone), and what the search cost; over generated
-// cases, the gap between the weight order and the search. Format: docs/simulator.md.
+// cases, the gap between the weight order and the search; on a trace gpushared recorded
+// (`--trace`), each prediction beside the makespan measured. Format: docs/simulator.md.
 #include "memory_command.h"
 
 #include <CLI/CLI.hpp>
@@ -10,10 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "memory_case_file.h"
 #include "memory_schedules.h"
+#include "memory_trace_file.h"
 #include "order_search.h"
 
 namespace gpushare::sim {
@@ -22,8 +25,10 @@ namespace {
 using policies::RotationOrder;
 
 struct Options {
-  std::string case_path;  // a case file instead of the thesis-shaped case
-  size_t generated = 0;   // generated cases instead
+  std::string case_path;   // a case file instead of the thesis-shaped case
+  std::string trace_path;  // a trace gpushared recorded (memory.trace) instead
+  int trace_device = 0;
+  size_t generated = 0;  // generated cases instead
   uint64_t case_seed = 1;
   size_t jobs = 5;
   SearchParameters search;
@@ -156,6 +161,16 @@ void print_case(const MemoryCase& memory_case, const std::string& title,
   }
 }
 
+// The model's predictions against the makespan gpushared recorded (first to last burst).
+void print_measured(const std::vector<Row>& rows, double measured_s) {
+  std::printf("  %-20s %10.3f  (recorded: first to last opportunistic burst)\n", "measured",
+              measured_s);
+  for (const Row& row : rows)
+    std::printf("  predicted %-20s %10.3f  %+.0f %% of measured\n", row.schedule.c_str(),
+                row.run.makespan_s,
+                measured_s > 0 ? 100 * (row.run.makespan_s - measured_s) / measured_s : 0.0);
+}
+
 double makespan_of(const std::vector<Row>& rows, const std::string& schedule) {
   for (const Row& row : rows)
     if (row.schedule == schedule) return row.run.makespan_s;
@@ -173,6 +188,12 @@ int memory_main(int argc, char** argv) {
   Options options;
   app.add_option("--case", options.case_path, "a case file (JSON, docs/simulator.md)")
       ->check(CLI::ExistingFile);
+  app.add_option("--trace", options.trace_path,
+                 "a trace gpushared recorded (memory.trace, docs/memory.md): its case, and the "
+                 "predictions beside the makespan measured")
+      ->check(CLI::ExistingFile);
+  app.add_option("--trace-device", options.trace_device, "the device of --trace to replay")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--generated", options.generated,
                  "run this many generated cases instead of the thesis-shaped one");
   app.add_option("--case-seed", options.case_seed, "seed of the first generated case");
@@ -197,7 +218,27 @@ int memory_main(int argc, char** argv) {
 
   std::vector<MemoryCase> cases;
   std::vector<std::string> titles;
-  if (!options.case_path.empty()) {
+  std::optional<double> measured_s;  // --trace: the makespan recorded
+  if (!options.trace_path.empty() && (!options.case_path.empty() || options.generated > 0)) {
+    std::cerr << "gpushare-sim memory: --trace replaces --case and --generated; give one\n";
+    return 2;
+  }
+  if (!options.trace_path.empty()) {
+    Recording recording;
+    Replay replay;
+    // The file's errors name it and the line; the replay's name what the recording lacks.
+    std::string error = load_memory_trace(options.trace_path, options.trace_device, recording);
+    if (error.empty())
+      if (std::string lacking = replay_case(recording, replay); !lacking.empty())
+        error = options.trace_path + ": " + lacking;
+    if (!error.empty()) {
+      std::cerr << "gpushare-sim memory: " << error << "\n";
+      return 2;
+    }
+    cases.push_back(replay.memory_case);
+    titles.push_back("recorded trace " + options.trace_path + " (seconds)");
+    measured_s = replay.measured_makespan_s;
+  } else if (!options.case_path.empty()) {
     MemoryCase from_file;
     if (const std::string error = load_memory_case(options.case_path, from_file); !error.empty()) {
       std::cerr << "gpushare-sim memory: " << error << "\n";
@@ -232,6 +273,7 @@ int memory_main(int argc, char** argv) {
     }
     const std::vector<Row> rows = run_case(memory_case, options, fixed, cost);
     print_case(memory_case, titles[k], rows, options.timeline);
+    if (measured_s) print_measured(rows, *measured_s);
     add_totals(totals, rows);
     const double weighted = makespan_of(rows, "weight, prefetch");
     gaps.push_back((weighted - makespan_of(rows, "search from weight")) / weighted);

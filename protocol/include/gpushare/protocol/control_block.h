@@ -121,6 +121,12 @@ struct alignas(64) ControlBlock {
   // Daemon -> shim: how often the poller queries its marks while some are pending, in µs (0: the
   // shim's default, 1 ms); the daemon asks for less where an opportunistic job waits on the answer.
   std::atomic<uint32_t> completion_poll_us;
+
+  // Rotation's prefetch (docs/memory.md, "Rotating residency"). Added at the end: the offsets
+  // above are unchanged. Daemon -> shim, stored before memory_request_seq: a request towards the
+  // device brings in at most this many bytes, whole allocations, the largest that still fit
+  // first; 0: all of it. The job stays paused meanwhile: only the bytes move ahead of its turn.
+  alignas(64) std::atomic<uint64_t> memory_target_bytes;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
