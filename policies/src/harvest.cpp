@@ -112,7 +112,13 @@ constexpr double kExploreShare = 0.05;
 // first windows of an on-phase were far slower in every mode; one that landed in a paused period
 // became the reference, beside then read as free and ran 62 % of production's busy time while it
 // cost 17 % (26.0 against 31.3 kernels per ms): production 0.871.
+// Only after an idle phase this long (windows): the GPU's clocks fall while it idles (345 MHz idle,
+// 1980 MHz busy on the H100) and production's first steps after a long pause are slow; after
+// short gaps (a server between requests, a loop waiting for its data) there is no ramp-up, and in
+// the simulator's idle_gaps trace (50 ms busy, 150 ms idle) skipping those windows left the budget
+// few samples and production at 0.908 instead of 0.940.
 constexpr uint32_t kReturnSettlingWindows = 2;
+constexpr uint32_t kLongIdleWindows = 10;
 // Samples of each mode whose mean speed a cost compares (a sample: kSampleWork kernels or the rest
 // of a period, typically one or two 50 ms windows): 16 paused ones span about four paused periods,
 // 16 s of busy production at the least reference share (0.05).
@@ -183,7 +189,8 @@ class HarvestPolicy final : public Policy {
     } else if (production_idle_) {
       production_idle_ = false;  // back: this window is mixed, measure from the next
       reset_period();
-      if (concurrency_) settling_windows_ = kReturnSettlingWindows;
+      if (concurrency_ && idle_phase_windows_ >= kLongIdleWindows)
+        settling_windows_ = kReturnSettlingWindows;
     } else {
       measure_window(device);
     }
@@ -278,7 +285,11 @@ class HarvestPolicy final : public Policy {
   }
 
   void on_production_idle(const DeviceObservation& device) {
-    if (!production_idle_) reset_period();
+    if (!production_idle_) {
+      reset_period();
+      idle_phase_windows_ = 0;
+    }
+    ++idle_phase_windows_;
     production_idle_ = true;
     probe_ = Probe::off;
     settling_windows_ = 0;
@@ -534,6 +545,7 @@ class HarvestPolicy final : public Policy {
   ConcurrencyBudget budget_;
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
+  uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
   // The period in progress.
   uint64_t period_ns_ = 0;
