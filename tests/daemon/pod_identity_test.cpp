@@ -13,6 +13,7 @@
 
 #include "gpushare/protocol/pod_allocation.h"
 #include "harness.h"
+#include "shim_preload.h"
 
 namespace gpushare::testing {
 namespace {
@@ -52,7 +53,7 @@ ChildProcess start_probe_in(const TempDir& dir, const Daemon& daemon, const Fake
                             const std::function<void(pid_t)>& before_init = {}) {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", Artefacts::shim()},
+      {"LD_PRELOAD", shim_preload(Artefacts::shim())},  // the sanitizer runtime first, if any
       {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
       {"GPUSHARE_SOCKET", daemon.socket},
       {"GPUSHARE_JOB", job},
