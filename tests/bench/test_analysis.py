@@ -13,6 +13,7 @@ from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
 from gpushare_hook import Gpushare, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
+from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
 
 
@@ -130,6 +131,60 @@ class MemoryScenario(unittest.TestCase):
         for bad in ("0", "-1G", "lots"):
             with self.assertRaises(ValueError):
                 parse_gib(bad)
+
+
+class RotationScenario(unittest.TestCase):
+    """S7's figures: the search's job order, the copies the daemon's log acknowledges, the verdicts."""
+
+    SIM = """thesis-shaped case (time units: 1 MiB copied): 4 jobs, 1.07 GiB of working sets in 0.59 GiB left
+  schedule               makespan   compute      copy    hidden swap-ins  order
+  fifo, no prefetch        4000.0    1800.0    2200.0       0.0        8  A B C D A B C D
+  weight, prefetch         2750.0    1800.0    2050.0    1100.0        7  D B C A D B C A
+  search from weight       2100.0    1800.0    1100.0     950.0        4  D B#7 B#7 D C A C A
+  search from random       2100.0    1800.0    1250.0    1100.0        5  D A C A C D B B
+"""
+
+    def test_the_searched_step_order_becomes_a_job_cycle(self):
+        # Each job where it first appears; a name made unique with #id is the job's name.
+        self.assertEqual(search_order(self.SIM), ["D", "B", "C", "A"])
+        self.assertIsNone(search_order("gpushare-sim: the trace names no capacity for the device"))
+
+    def test_copies_are_summed_per_kind_from_the_acknowledgements(self):
+        log = ("[info] prefetched pid=7 job=B id=2 bytes=1000 in 12.5 ms\n"
+               "[info] swapped-out pid=6 job=A id=1 bytes=3000 in 100.0 ms\n"
+               "[info] swap-out job=A id=1 device=0 bytes=3000: rotation, turn of job=B id=2\n"
+               "[info] swapped-in pid=7 job=B id=2 bytes=2000 in 50.0 ms\n"
+               "[info] prefetched pid=6 job=A id=1 bytes=500 in 7.5 ms\n")
+        got = copy_summary(log)
+        self.assertEqual(got["prefetched"], {"bytes": 1500, "ms": 20.0, "count": 2})
+        self.assertEqual(got["swapped-out"], {"bytes": 3000, "ms": 100.0, "count": 1})
+        self.assertEqual(got["swapped-in"], {"bytes": 2000, "ms": 50.0, "count": 1})
+
+    def test_job_specs(self):
+        self.assertEqual(parse_jobs("resnet50:96:120, mobilenet_v2:64:10"),
+                         [("resnet50", 96, 120), ("mobilenet_v2", 64, 10)])
+        for bad in ("", "resnet50:96", "resnet50:big:10"):
+            with self.assertRaises(ValueError):
+                parse_jobs(bad)
+
+    def test_makespan_nt_and_weights(self):
+        def done(elapsed, digest, steps):
+            return {"outcome": "completed", "elapsed_s": elapsed, "weights_sha256": digest,
+                    "step_end_s": [0.1 * (i + 1) for i in range(steps)]}
+
+        iso = {"A": done(10.0, "a", 5), "B": done(20.0, "b", 5), "prod": done(5.0, "p", 12)}
+        got = {"A": done(25.0, "a", 5), "B": done(40.0, "b-other", 5),
+               "prod": {"outcome": "completed", "step_end_s": [0.125 * (i + 1) for i in range(12)]}}
+        started, last = {"A": 100.0, "B": 101.0}, {"A": 125.0, "B": 141.0}
+        r = rotation_verdict(iso, got, started, last, got["prod"], iso["prod"])
+        self.assertEqual(r["makespan_s"], 41.0)
+        self.assertEqual((r["A_nt_wall"], r["B_nt_wall"]), (0.4, 0.5))
+        self.assertTrue(r["A_weights_equal"])
+        self.assertFalse(r["B_weights_equal"])
+        self.assertEqual(r["prod_nt_steady"], 0.8)
+        # A job that did not finish leaves the row without a makespan.
+        got["B"] = {"outcome": "oom", "failed_step": 0}
+        self.assertNotIn("makespan_s", rotation_verdict(iso, got, started, last, None, iso["prod"]))
 
 
 class GpushareRows(unittest.TestCase):

@@ -75,6 +75,9 @@ for part in "$@"; do
     # table took more than the 30 s left by a 300 s limit (2026-11-24 and 2026-11-25: no table).
     s3) bench 420 --scenario S3 --out "$out/s3" --window 4 --reps "${REPS:-3}" --budget-s 270 "${G[@]}" \
           "${POLICIES[@]}" ;;
+    # Rotation: three training jobs needing about twice what a 16 GiB capacity leaves after production.
+    s7) bench 570 --scenario S7 --out "$out/s7" --capacity 16G --budget-s 520 "${G[@]}" \
+          --gpushare-sim "$carry/bin/gpushare-sim" ;;
     *) echo "unknown part $part" ;;
   esac
   logs

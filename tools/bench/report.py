@@ -81,6 +81,18 @@ def markdown(result):
                          f"{cell(r, 'prod_peak_reserved_gib')} / {cell(r, 'opp_peak_reserved_gib')}",
                          f"{cell(r, 'prod_view_total_gib')} / {cell(r, 'opp_view_total_gib')}", _note(r)]
                         for r in rows])
+    elif s == "S7":
+        names = result.get("names", [])
+        body = (f"capacity {result.get('capacity_gib')} GiB; peak reserved in the isolated runs: "
+                f"{result.get('demand_gib')} GiB in all, {result.get('rotating_gib')} GiB of it the rotating jobs'; "
+                f"rotation rows: `min_turn_ms` {result.get('min_turn_ms')}\n\n")
+        body += _table(["configuration", "makespan s"] + [f"{k} NT" for k in names]
+                       + ["prod NT steady", "weights = isolated", "GB moved", "prefetch s (hidden)",
+                          "switch copies s", "note"],
+                       [[r["config"], r.get("makespan_s", "–")] + [r.get(f"{k}_nt_wall", "–") for k in names]
+                        + [r.get("prod_nt_steady", "–"), r.get("weights", "–"), r.get("moved_gb", "–"),
+                           r.get("prefetch_s", "–"), r.get("switch_s", "–"),
+                           (r.get("note") or _note(r)).replace("|", "/")] for r in rows])
     elif s == "S5":
         body = (f"production on {result.get('on_s')} s / off {result.get('off_s')} s; reaction times have "
                 f"a resolution of {result.get('bin_s', 0) * 1000:.0f} ms\n\n")
@@ -177,6 +189,16 @@ def plot(result, path):
         ax.axhline(result.get("capacity_gib", 0), color="gray", lw=0.8, ls=":", label="capacity")
         ax.set_xlabel("seconds")
         ax.set_ylabel("GiB")
+    elif s == "S7":
+        shown = [r for r in rows if r.get("makespan_s")]
+        if not shown:
+            plt.close(fig)
+            return "no row completed"
+        ax.bar(range(len(shown)), [r["makespan_s"] for r in shown])
+        ax.set_xticks(range(len(shown)))
+        ax.set_xticklabels([r["config"] for r in shown], rotation=35, ha="right", fontsize=8)
+        ax.set_ylabel("makespan s")
+        ax.bar([], [], label="makespan of the opportunistic jobs")
     elif s == "S6":
         bars(["overhead_pct"], ["overhead % (1 - with shim / plain)"])
         ax.axhline(0.0, color="gray", lw=0.5)

@@ -23,6 +23,7 @@ import harness  # noqa: E402
 import report  # noqa: E402
 import scenario_pair  # noqa: E402
 import scenario_memory  # noqa: E402
+import scenario_rotation  # noqa: E402
 import scenario_single  # noqa: E402
 import workloads  # noqa: E402
 from experiment import Experiment  # noqa: E402
@@ -34,12 +35,13 @@ SCENARIOS = {
     "S4": (scenario_memory.run_s4, "memory oversubscription", 0.0),
     "S5": (scenario_pair.run_s5, "production on/off bursts", 10.0),
     "S6": (scenario_single.run_s6, "one job with and without the shim", 5.0),
+    "S7": (scenario_rotation.run_s7, "more opportunistic memory than the device holds: rotation", 0.0),
 }
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", required=True, help="S1..S6, or several separated by commas")
+    ap.add_argument("--scenario", required=True, help="S1..S7, or several separated by commas")
     ap.add_argument("--out", required=True, help="output folder (one sub-folder per scenario if several)")
     ap.add_argument("--window", type=float, help="measurement window, seconds (default per scenario)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of every configuration")
@@ -66,6 +68,13 @@ def parse_args(argv):
     ap.add_argument("--head-start", type=int, default=10,
                     help="S4: steps the opportunistic job runs before production starts")
     ap.add_argument("--gpusharectl", help="S4: gpusharectl command, sampled for the swap timeline")
+    ap.add_argument("--rotation-jobs", default="resnet50:128:100,resnet50:64:160,resnet50:96:120",
+                    help="S7: the opportunistic jobs, MODEL:BATCH:STEPS,...")
+    ap.add_argument("--rotation-prod", default="resnet50:8:400",
+                    help="S7: production MODEL:BATCH:STEPS (STEPS: its isolated run; beside the others it runs "
+                         "until the last one ends)")
+    ap.add_argument("--min-turn-ms", type=int, default=5000, help="S7: memory.rotation.min_turn_ms of the rows")
+    ap.add_argument("--gpushare-sim", help="S7: gpushare-sim command, for the search's order")
     ap.add_argument("--shim", default=".carry/libgpushare.so", help="libgpushare.so for S6 and gpushare rows")
     ap.add_argument("--gpushare-daemon", help="command template starting gpushared: {socket} {policy}")
     ap.add_argument("--gpushare-log-level", default="info",
@@ -81,6 +90,11 @@ def parse_args(argv):
         scenario_memory.parse_gib(args.capacity)
     except ValueError as e:
         ap.error(f"--capacity: {e}")
+    for flag, text in (("--rotation-jobs", args.rotation_jobs), ("--rotation-prod", args.rotation_prod)):
+        try:
+            scenario_rotation.parse_jobs(text)
+        except ValueError as e:
+            ap.error(f"{flag}: {e}")
     return args
 
 

@@ -43,16 +43,22 @@ def parse_gib(text):
 class TrainJob:
     """One train_steps.py process; remembers when each of its output lines arrived."""
 
-    def __init__(self, label, args, env, log_dir, seed, cap_gib=None, steps=None):
-        self.label = label
-        self.out = os.path.join(log_dir, f"s4-{label}.json")
+    def __init__(self, label, args, env, log_dir, seed, cap_gib=None, steps=None, batch=None, model=None,
+                 stop_file=None, prefix="s4"):
+        self.label, self.prefix = label, prefix
+        self.out = os.path.join(log_dir, f"{prefix}-{label}.json")
         cmd = [sys.executable, os.path.join(HERE, "train_steps.py"), "--seed", str(seed),
-               "--steps", str(steps or args.steps), "--batch", str(args.batch), "--out", self.out]
+               "--steps", str(steps or args.steps), "--batch", str(batch or args.batch), "--out", self.out]
+        if model:
+            cmd += ["--model", model]
         if cap_gib:
             cmd += ["--memory-cap-gib", str(cap_gib)]
+        if stop_file:
+            cmd += ["--stop-file", stop_file]
         self.steps_seen = -1
+        self.first_step_wall = self.last_step_wall = None  # when its first and last step lines came
         self.started = time.time()
-        self.log = open(os.path.join(log_dir, f"s4-{label}.log"), "w")
+        self.log = open(os.path.join(log_dir, f"{prefix}-{label}.log"), "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -62,6 +68,12 @@ class TrainJob:
             self.log.write(line)
             if line.startswith("step "):
                 self.steps_seen = int(line.split()[1])
+                self.first_step_wall = self.first_step_wall or time.time()
+                self.last_step_wall = time.time()
+
+    def elapsed_s(self):
+        """From the process's start to its last step line (None before a step)."""
+        return round(self.last_step_wall - self.started, 3) if self.last_step_wall else None
 
     def wait_for_step(self, step, timeout_s):
         deadline = time.time() + timeout_s
@@ -82,7 +94,7 @@ class TrainJob:
         except (OSError, ValueError):
             timed_out = self.proc.returncode in (-9, 137)
             return {"outcome": "timeout" if timed_out else "crashed", "returncode": self.proc.returncode,
-                    "error": f"no result file (exit status {self.proc.returncode}; see s4-{self.label}.log)"}
+                    "error": f"no result file (exit status {self.proc.returncode}; see {self.prefix}-{self.label}.log)"}
 
 
 def gib(n):

@@ -26,6 +26,8 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--memory-cap-gib", type=float,
                     help="a static share of the card through torch.cuda.set_per_process_memory_fraction")
+    ap.add_argument("--stop-file", help="end after the step during which this file appears (a job that runs "
+                    "as long as others do: its step count then varies, so its weights are not comparable)")
     ap.add_argument("--out", required=True)
     return ap.parse_args(argv)
 
@@ -77,7 +79,10 @@ def main(argv):
             t = time.time() - t0
             result["step_end_s"].append(round(t, 5))
             print(f"step {step} {t:.4f}", flush=True)
+            if args.stop_file and os.path.exists(args.stop_file):
+                break
         result["outcome"] = "completed"
+        result["steps"] = len(result["step_end_s"])
         result["loss"] = float(loss.item())
         result["weights_sha256"] = weights_digest(model, torch)
     except torch.OutOfMemoryError as e:
