@@ -8,7 +8,8 @@
 // released after a pause start from what they did before) plus `headroom`, which is all that
 // launch counts tell of the GPU's capacity. The budget is split weighted max-min: a job that does
 // not want more than it got keeps what it used plus headroom, and the rest goes to the jobs that
-// want more.
+// want more. Quotas are set only where two jobs or more are at work and their weights differ:
+// otherwise the GPU's own time-slicing already gives what the weights ask.
 #pragma once
 
 #include <map>

@@ -91,5 +91,35 @@ TEST(Fair, ClassesAreSharedSeparatelyAndALoneJobIsUnlimited) {
   EXPECT_NEAR(heavy / light, 3.0, 0.5);
 }
 
+TEST(Fair, EqualWeightsAreLeftToTheGpusTimeSlicing) {
+  // Equal weights ask for what time-slicing gives between processes: no quota, which on a real
+  // GPU would hold a job's launches until the next window.
+  SharedGpuModel gpu({opportunistic(1, 1, 100'000, true), opportunistic(2, 1, 1'000'000, true),
+                      opportunistic(3, 1, 100'000, false)});
+  auto policy = fair();
+  for (int t = 0; t < 100; ++t) {
+    gpu.tick(*policy);
+    for (uint64_t id : {1, 2, 3}) EXPECT_EQ(gpu.job(id).gate.launches, kUnlimited) << id;
+  }
+}
+
+TEST(Fair, OneBusyJobAmongIdleOnesIsNotHeldBack) {
+  // Seven registered jobs of different weights, one of them working: nobody to share with.
+  std::vector<ModelJob> jobs;
+  for (uint64_t id = 1; id <= 7; ++id) {
+    jobs.push_back(opportunistic(id, static_cast<double>(id), 100'000, true));
+    jobs.back().demand = id == 1 ? 1.0 : 0.0;
+  }
+  SharedGpuModel gpu(jobs);
+  auto policy = fair();
+  double busy = 0;
+  for (int t = 0; t < 100; ++t) {
+    gpu.tick(*policy);
+    EXPECT_EQ(gpu.job(1).gate.launches, kUnlimited);
+    busy += gpu.job(1).share / 100;
+  }
+  EXPECT_GT(busy, 0.99);
+}
+
 }  // namespace
 }  // namespace gpushare::policies
