@@ -73,8 +73,10 @@ for part in "$@"; do
           --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     # S3 starts and stops 36 workers: after its 270 s of windows, stopping them and writing the
     # table took more than the 30 s left by a 300 s limit (2026-11-24 and 2026-11-25: no table).
-    s3) bench 420 --scenario S3 --out "$out/s3" --window 4 --reps "${REPS:-3}" --budget-s 270 "${G[@]}" \
-          "${POLICIES[@]}" ;;
+    # S3_POLICIES: its gpushare rows, when they differ from the other parts' (space-separated).
+    s3) read -ra s3_policies <<<"${S3_POLICIES:-${policies[*]}}"
+        bench 420 --scenario S3 --out "$out/s3" --window 4 --reps "${REPS:-3}" --budget-s 270 "${G[@]}" \
+          --gpushare-policy "${s3_policies[@]}" ;;
     # Rotation: three training jobs needing about twice what a 16 GiB capacity leaves after production.
     s7) bench 570 --scenario S7 --out "$out/s7" --capacity 16G --budget-s 520 "${G[@]}" \
           --gpushare-sim "$carry/bin/gpushare-sim" ;;

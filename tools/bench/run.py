@@ -70,9 +70,10 @@ def parse_args(argv):
     ap.add_argument("--gpusharectl", help="S4: gpusharectl command, sampled for the swap timeline")
     ap.add_argument("--rotation-jobs", default="resnet50:128:100,resnet50:64:160,resnet50:96:120",
                     help="S7: the opportunistic jobs, MODEL:BATCH:STEPS,...")
-    ap.add_argument("--rotation-prod", default="resnet50:8:400",
+    ap.add_argument("--rotation-prod", default="resnet50:8:100",
                     help="S7: production MODEL:BATCH:STEPS (STEPS: its isolated run; beside the others it runs "
                          "until the last one ends)")
+    ap.add_argument("--prod-sleep-ms", type=float, default=100, help="S7: production's CPU time after each step")
     ap.add_argument("--min-turn-ms", type=int, default=5000, help="S7: memory.rotation.min_turn_ms of the rows")
     ap.add_argument("--gpushare-sim", help="S7: gpushare-sim command, for the search's order")
     ap.add_argument("--shim", default=".carry/libgpushare.so", help="libgpushare.so for S6 and gpushare rows")

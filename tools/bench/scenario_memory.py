@@ -44,7 +44,7 @@ class TrainJob:
     """One train_steps.py process; remembers when each of its output lines arrived."""
 
     def __init__(self, label, args, env, log_dir, seed, cap_gib=None, steps=None, batch=None, model=None,
-                 stop_file=None, prefix="s4"):
+                 stop_file=None, prefix="s4", step_sleep_ms=0):
         self.label, self.prefix = label, prefix
         self.out = os.path.join(log_dir, f"{prefix}-{label}.json")
         cmd = [sys.executable, os.path.join(HERE, "train_steps.py"), "--seed", str(seed),
@@ -55,6 +55,8 @@ class TrainJob:
             cmd += ["--memory-cap-gib", str(cap_gib)]
         if stop_file:
             cmd += ["--stop-file", stop_file]
+        if step_sleep_ms:
+            cmd += ["--step-sleep-ms", str(step_sleep_ms)]
         self.steps_seen = -1
         self.first_step_wall = self.last_step_wall = None  # when its first and last step lines came
         self.started = time.time()

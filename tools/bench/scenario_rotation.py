@@ -3,7 +3,10 @@
 Three deterministic training runs (tools/bench/train_steps.py) whose working sets together are about
 twice what a configured capacity leaves after a production job (16 GiB by default, far below the
 card's, so that nothing ever asks the hardware for more memory than it has free), beside that
-production job, which trains for as long as any of them does:
+production job, which trains for as long as any of them does, resting `--prod-sleep-ms` on the CPU
+after each step (so that it leaves the GPU part of the time: beside a saturating production job the
+installed default holds the opportunistic jobs to a few per cent, and the rows would measure the
+compute policy rather than the rotation):
 
 - isolated-*: each job alone, no shim: its reference step time, wall time, peak memory and weights;
 - no-gpushare: all four at once, the capacity split equally (PyTorch's per-process fraction): what a
@@ -132,7 +135,7 @@ def run_s7(exp):
             break
         if k == "prod":
             job = TrainJob("isolated-prod", args, base_env, log_dir, PROD_SEED, steps=p_steps, batch=p_batch,
-                           model=p_model, prefix="s7")
+                           model=p_model, prefix="s7", step_sleep_ms=args.prod_sleep_ms)
         else:
             s = spec(k)
             job = TrainJob(f"isolated-{k}", args, base_env, log_dir, s["seed"], steps=s["steps"], batch=s["batch"],
@@ -151,7 +154,8 @@ def run_s7(exp):
         if os.path.exists(stop):
             os.unlink(stop)
         prod = TrainJob(f"{label}-prod", args, env_of("production", "prod"), log_dir, PROD_SEED, cap_gib,
-                        steps=1_000_000, batch=p_batch, model=p_model, stop_file=stop, prefix="s7")
+                        steps=1_000_000, batch=p_batch, model=p_model, stop_file=stop, prefix="s7",
+                        step_sleep_ms=args.prod_sleep_ms)
         prod.wait_for_step(5, 120)
         running, started = {}, {}
         for k in names:
@@ -250,7 +254,8 @@ def run_s7(exp):
             r["status"] = "failed"
         emit(r)
 
-    return {"workloads": {"production": f"{p_model} b{p_batch} (runs until the last job ends)",
+    return {"workloads": {"production": f"{p_model} b{p_batch}, {args.prod_sleep_ms:g} ms of CPU after each step "
+                                        "(runs until the last job ends)",
                           **{k: "{model} b{batch} x {steps} steps (seed {seed})".format(**spec(k)) for k in names}},
             "capacity_gib": capacity, "demand_gib": round(demand, 2), "rotating_gib": round(rotating, 2),
             "min_turn_ms": args.min_turn_ms, "names": names, "rows": rows,

@@ -28,6 +28,8 @@ def parse_args(argv):
                     help="a static share of the card through torch.cuda.set_per_process_memory_fraction")
     ap.add_argument("--stop-file", help="end after the step during which this file appears (a job that runs "
                     "as long as others do: its step count then varies, so its weights are not comparable)")
+    ap.add_argument("--step-sleep-ms", type=float, default=0,
+                    help="CPU time between steps (a job that leaves the GPU idle part of the time)")
     ap.add_argument("--out", required=True)
     return ap.parse_args(argv)
 
@@ -79,6 +81,8 @@ def main(argv):
             t = time.time() - t0
             result["step_end_s"].append(round(t, 5))
             print(f"step {step} {t:.4f}", flush=True)
+            if args.step_sleep_ms:
+                time.sleep(args.step_sleep_ms / 1000)
             if args.stop_file and os.path.exists(args.stop_file):
                 break
         result["outcome"] = "completed"
