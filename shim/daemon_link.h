@@ -16,7 +16,8 @@ namespace gpushare::shim {
 struct Settings;
 
 // control_block(), set_control_block() and local_control_block() live with the launch path
-// (shim/gate.cpp); daemon_link.cpp implements the daemon_link_* functions.
+// (shim/gate.cpp); the daemon_link_* functions are in the link's files (daemon_link_state.h lists
+// them), except daemon_link_before_init, in mps_client.cpp.
 //
 // The control block the launch path counts into and obeys. Before registration (or with no
 // daemon) it is a process-local block whose gate is open, so the launch path never checks for
@@ -42,10 +43,6 @@ bool daemon_link_start(const Settings& settings);
 // environment, which the driver reads at initialisation (shim/mps_client.cpp, docs/mps.md). Never
 // fails the program: no daemon, no answer, or no MPS leaves the environment as it is.
 void daemon_link_before_init();
-
-// One mps_query round trip on a connection of its own (at most 1 s). False, with *why, when the
-// daemon is absent or gave no valid answer.
-bool daemon_link_query_mps(const Settings& settings, protocol::MpsReply* reply, const char** why);
 
 // Declares memory to the daemon, when connected: `flags` are protocol::MemDeclareFlags bits (a
 // reservation before the allocation, its commit after; docs/memory.md). Waits for the answer
