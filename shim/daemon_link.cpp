@@ -14,34 +14,12 @@
 #include "daemon_link_state.h"
 #include "daemon_socket.h"
 #include "driver_calls.h"
-#include "gpushare/protocol/futex.h"
+#include "gate.h"
 #include "log.h"
 #include "settings.h"
 #include "visible_devices.h"
 
 namespace gpushare::shim {
-namespace {
-
-using protocol::ControlBlock;
-
-// Lets every launch through a block the daemon no longer serves, and wakes those asleep on it.
-void open_gate(ControlBlock* block) {
-  block->allowance.store(protocol::kUnlimited, std::memory_order_release);
-  block->paused.store(0, std::memory_order_release);
-  block->gate_seq.fetch_add(1, std::memory_order_acq_rel);
-  protocol::futex_wake_all(&block->gate_seq);
-}
-
-// Back to pass-through: the local (open) block goes in force FIRST, so a dead daemon can never
-// leave the program paused; then the old block's gate opens and its sleepers wake. The old block
-// is never unmapped: a launch may still hold it.
-void fall_back_to_local() {
-  ControlBlock* old = control_block();
-  set_control_block(local_control_block());
-  if (old != local_control_block()) open_gate(old);
-}
-
-}  // namespace
 
 constinit DaemonLink g_link;
 

@@ -5,30 +5,19 @@
 // `control_block()` points at.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "gpushare/protocol/control_block.h"
 #include "gpushare/protocol/wire.h"
+#include "shim_context.h"
 
 namespace gpushare::shim {
 
 struct Settings;
 
-// control_block(), set_control_block() and local_control_block() live with the launch path
-// (shim/gate.cpp); the daemon_link_* functions are in the link's files (daemon_link_state.h lists
-// them), except daemon_link_before_init, in mps_client.cpp.
-//
-// The control block the launch path counts into and obeys. Before registration (or with no
-// daemon) it is a process-local block whose gate is open, so the launch path never checks for
-// null. Replaced atomically on (re-)registration; an old block is never unmapped, because another
-// thread may still be inside a launch that read it.
-extern std::atomic<protocol::ControlBlock*> g_control_block;
-inline protocol::ControlBlock* control_block() {
-  return g_control_block.load(std::memory_order_acquire);
-}
-void set_control_block(protocol::ControlBlock* block);
-protocol::ControlBlock* local_control_block();
+// The daemon_link_* functions are in the link's files (daemon_link_state.h lists them), except
+// daemon_link_before_init, in mps_client.cpp. The control block the link puts in force is the
+// process context's (shim_context.h, gate.h).
 
 using protocol::AllocKind;
 

@@ -16,6 +16,7 @@
 #include "daemon_link.h"
 #include "daemon_link_state.h"
 #include "daemon_socket.h"
+#include "gate.h"
 #include "gpushare/protocol/device_uuid.h"
 #include "log.h"
 #include "memory_swap.h"
