@@ -118,7 +118,9 @@ class InFlightTracker {
     pending_.pop_front();
   }
 
+  // Not after give_up(): the daemon would take a count frozen at that moment for a live one.
   void publish() {
+    if (off_) return;
     protocol::ControlBlock* block = control_block(ctx_);
     block->in_flight.store(static_cast<uint32_t>(issued_ - completed_), std::memory_order_relaxed);
     block->in_flight_tracked.store(1, std::memory_order_relaxed);

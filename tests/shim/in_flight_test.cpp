@@ -214,6 +214,13 @@ TEST_F(InFlight, ALaunchOverTheBoundProceedsOnlyOnceTheGpuFinishesTheOldestEvent
   EXPECT_EQ(published(), 2u);
 }
 
+TEST_F(InFlight, AFailedEventCallTurnsTheBoundOffForTheProcess) {
+  gpu.create_result = CUDA_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < 20; ++i) launch(2);  // no wait, though nothing is known to finish
+  EXPECT_TRUE(gpu.calls_so_far().empty());
+  EXPECT_EQ(tracked(), 0u);
+}
+
 TEST_F(InFlight, ALaunchIntoACapturingStreamIsLeftAlone) {
   gpu.capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   for (int i = 0; i < 10; ++i) launch(2);
