@@ -60,9 +60,9 @@ class CompletionTracker {
     if (!launched) return;
     std::lock_guard lock(mutex_);
     if (off_ || pending_.size() >= kMostPendingMarks) return;
-    RelaxedCapture relaxed;
-    if (capturing(stream, per_thread)) return;
     const DriverCalls& d = driver_calls();
+    RelaxedCapture relaxed(d);
+    if (capturing(d, stream, per_thread)) return;
     auto record_fn = per_thread && d.event_record_ptsz ? d.event_record_ptsz : d.event_record;
     if (!d.ctx_get_current || !d.ctx_set_current || !d.event_create || !record_fn ||
         !d.event_query)

@@ -5,29 +5,19 @@
 // `control_block()` points at.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "gpushare/protocol/control_block.h"
 #include "gpushare/protocol/wire.h"
+#include "shim_context.h"
 
 namespace gpushare::shim {
 
 struct Settings;
 
-// control_block(), set_control_block() and local_control_block() live with the launch path
-// (shim/gate.cpp); daemon_link.cpp implements the daemon_link_* functions.
-//
-// The control block the launch path counts into and obeys. Before registration (or with no
-// daemon) it is a process-local block whose gate is open, so the launch path never checks for
-// null. Replaced atomically on (re-)registration; an old block is never unmapped, because another
-// thread may still be inside a launch that read it.
-extern std::atomic<protocol::ControlBlock*> g_control_block;
-inline protocol::ControlBlock* control_block() {
-  return g_control_block.load(std::memory_order_acquire);
-}
-void set_control_block(protocol::ControlBlock* block);
-protocol::ControlBlock* local_control_block();
+// The daemon_link_* functions are in the link's files (daemon_link_state.h lists them), except
+// daemon_link_before_init, in mps_client.cpp. The control block the link puts in force is the
+// process context's (shim_context.h, gate.h).
 
 using protocol::AllocKind;
 
@@ -42,10 +32,6 @@ bool daemon_link_start(const Settings& settings);
 // environment, which the driver reads at initialisation (shim/mps_client.cpp, docs/mps.md). Never
 // fails the program: no daemon, no answer, or no MPS leaves the environment as it is.
 void daemon_link_before_init();
-
-// One mps_query round trip on a connection of its own (at most 1 s). False, with *why, when the
-// daemon is absent or gave no valid answer.
-bool daemon_link_query_mps(const Settings& settings, protocol::MpsReply* reply, const char** why);
 
 // Declares memory to the daemon, when connected: `flags` are protocol::MemDeclareFlags bits (a
 // reservation before the allocation, its commit after; docs/memory.md). Waits for the answer

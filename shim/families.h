@@ -40,13 +40,13 @@ template <Hook H, class... A>
 inline CUresult launch(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  const GatePass pass = pass_gate(1);
+  const GatePass pass = pass_gate(g_shim, 1);
   const uint32_t bound = in_flight_bound(pass.block);
   if (bound) [[unlikely]]
-    in_flight_before_launch(bound, launch_stream(args...), kPerThreadStream<H>);
+    in_flight_before_launch(g_shim, bound, launch_stream(args...), kPerThreadStream<H>);
   CUresult result = fn(args...);
   if (bound) [[unlikely]]
-    in_flight_after_launch(bound, launch_stream(args...), kPerThreadStream<H>,
+    in_flight_after_launch(g_shim, bound, launch_stream(args...), kPerThreadStream<H>,
                            result == CUDA_SUCCESS);
   if (completion_mark_due(pass.ticket)) [[unlikely]]
     completion_mark(pass.ticket, launch_stream(args...), kPerThreadStream<H>,
@@ -59,7 +59,7 @@ template <Hook H>
 inline CUresult launch_multi(CUDA_LAUNCH_PARAMS* list, unsigned int devices, unsigned int flags) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  pass_gate(devices);
+  pass_gate(g_shim, devices);
   CUresult result = fn(list, devices, flags);
   count_call(H, result == CUDA_SUCCESS);
   if (result == CUDA_SUCCESS) g_multi_device_kernels.fetch_add(devices, std::memory_order_relaxed);
@@ -71,13 +71,14 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
-  const GatePass pass = pass_gate(1);
+  const GatePass pass = pass_gate(g_shim, 1);
   pass.block->graph_launches.fetch_add(1, std::memory_order_relaxed);
   const uint32_t bound = in_flight_bound(pass.block);
-  if (bound) [[unlikely]] in_flight_before_launch(bound, stream, kPerThreadStream<H>);
+  if (bound) [[unlikely]]
+    in_flight_before_launch(g_shim, bound, stream, kPerThreadStream<H>);
   CUresult result = fn(graph, stream);
   if (bound) [[unlikely]]
-    in_flight_after_launch(bound, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
+    in_flight_after_launch(g_shim, bound, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
   if (completion_mark_due(pass.ticket)) [[unlikely]]
     completion_mark(pass.ticket, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);

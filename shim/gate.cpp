@@ -1,20 +1,11 @@
 #include "gate.h"
 
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
-
-#include <cstring>
 
 #include "gpushare/protocol/futex.h"
 
 namespace gpushare::shim {
 namespace {
-
-// Process-local and never gated: used before registration and whenever no daemon is reachable.
-// Constant-initialised (an open gate, see control_block.h), so a launch from another library's
-// constructor finds it ready.
-constinit protocol::ControlBlock g_local_block{};
 
 uint64_t now_ns() {
   timespec ts;
@@ -22,19 +13,29 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-}  // namespace
-
-protocol::ControlBlock* local_control_block() { return &g_local_block; }
-
-constinit std::atomic<protocol::ControlBlock*> g_control_block{&g_local_block};
-
-void set_control_block(protocol::ControlBlock* block) {
-  g_control_block.store(block ? block : local_control_block(), std::memory_order_release);
-  // Wake launches sleeping at the old gate so they re-read which block is in force.
-  protocol::futex_wake_all(&local_control_block()->gate_seq);
+// Lets every launch through a block the daemon no longer serves, and wakes those asleep on it.
+void open_gate(protocol::ControlBlock* block) {
+  block->allowance.store(protocol::kUnlimited, std::memory_order_release);
+  block->paused.store(0, std::memory_order_release);
+  block->gate_seq.fetch_add(1, std::memory_order_acq_rel);
+  protocol::futex_wake_all(&block->gate_seq);
 }
 
-void gate_wait(protocol::ControlBlock* block, uint64_t ticket) {
+}  // namespace
+
+void set_control_block(ShimContext& ctx, protocol::ControlBlock* block) {
+  ctx.block.store(block ? block : local_control_block(ctx), std::memory_order_release);
+  // Wake launches sleeping at the old gate so they re-read which block is in force.
+  protocol::futex_wake_all(&local_control_block(ctx)->gate_seq);
+}
+
+void fall_back_to_local(ShimContext& ctx) {
+  protocol::ControlBlock* old = control_block(ctx);
+  set_control_block(ctx, local_control_block(ctx));
+  if (old != local_control_block(ctx)) open_gate(old);
+}
+
+void gate_wait(const ShimContext& ctx, protocol::ControlBlock* block, uint64_t ticket) {
   uint64_t start = now_ns();
   block->gate_waits.fetch_add(1, std::memory_order_relaxed);
   for (;;) {
@@ -43,7 +44,7 @@ void gate_wait(protocol::ControlBlock* block, uint64_t ticket) {
                 !block->paused.load(std::memory_order_acquire);
     // A block that is no longer in force (daemon gone: the link switched back to the local,
     // open block) must never keep the host program waiting.
-    if (open || control_block() != block) break;
+    if (open || control_block(ctx) != block) break;
     // Not FUTEX_PRIVATE: the word lives in memory shared with the daemon. The timeout bounds the
     // cost of a wake-up lost to a daemon that died between its store and its FUTEX_WAKE.
     protocol::futex_wait(&block->gate_seq, seq, 100'000'000);

@@ -17,13 +17,17 @@ uint64_t record_every(uint32_t bound) {
   return bound / 2 > 0 ? bound / 2 : 1;
 }
 
-class Tracker {
+}  // namespace
+
+class InFlightTracker {
  public:
+  explicit InFlightTracker(ShimContext& ctx) : ctx_(ctx) {}
+
   void before_launch(uint32_t bound, CUstream stream, bool per_thread) {
     std::lock_guard lock(mutex_);
     if (off_) return;
-    RelaxedCapture relaxed;
-    if (capturing(stream, per_thread)) return;
+    RelaxedCapture relaxed(ctx_.driver());
+    if (capturing(ctx_.driver(), stream, per_thread)) return;
     reap();
     while (!off_ && issued_ - completed_ >= bound && !pending_.empty()) wait_for_oldest();
     // Every recorded launch finished, but the ones after the last event may not have: record
@@ -38,8 +42,8 @@ class Tracker {
   void after_launch(uint32_t bound, CUstream stream, bool per_thread, bool launched) {
     std::lock_guard lock(mutex_);
     if (off_ || !launched) return;
-    RelaxedCapture relaxed;
-    if (capturing(stream, per_thread)) return;
+    RelaxedCapture relaxed(ctx_.driver());
+    if (capturing(ctx_.driver(), stream, per_thread)) return;
     ++issued_;
     if (issued_ - last_recorded_ >= record_every(bound)) record(stream, per_thread);
     publish();
@@ -61,7 +65,7 @@ class Tracker {
   };
 
   void record(CUstream stream, bool per_thread) {
-    const DriverCalls& d = driver_calls();
+    const DriverCalls& d = ctx_.driver();
     auto record_fn = per_thread && d.event_record_ptsz ? d.event_record_ptsz : d.event_record;
     if (!d.ctx_get_current || !d.event_create || !record_fn || !d.event_query ||
         !d.event_synchronize)
@@ -95,7 +99,7 @@ class Tracker {
   // Drops the events that completed, oldest first.
   void reap() {
     while (!pending_.empty()) {
-      CUresult r = driver_calls().event_query(pending_.front().event);
+      CUresult r = ctx_.driver().event_query(pending_.front().event);
       if (r == CUDA_ERROR_NOT_READY) return;
       if (r != CUDA_SUCCESS) return give_up("cuEventQuery", r);
       retire_oldest();
@@ -103,7 +107,7 @@ class Tracker {
   }
 
   void wait_for_oldest() {
-    if (CUresult r = driver_calls().event_synchronize(pending_.front().event); r != CUDA_SUCCESS)
+    if (CUresult r = ctx_.driver().event_synchronize(pending_.front().event); r != CUDA_SUCCESS)
       return give_up("cuEventSynchronize", r);
     retire_oldest();
   }
@@ -114,8 +118,10 @@ class Tracker {
     pending_.pop_front();
   }
 
+  // Not after give_up(): the daemon would take a count frozen at that moment for a live one.
   void publish() {
-    protocol::ControlBlock* block = control_block();
+    if (off_) return;
+    protocol::ControlBlock* block = control_block(ctx_);
     block->in_flight.store(static_cast<uint32_t>(issued_ - completed_), std::memory_order_relaxed);
     block->in_flight_tracked.store(1, std::memory_order_relaxed);
   }
@@ -125,11 +131,12 @@ class Tracker {
   void give_up(const char* what, CUresult r) {
     off_ = true;
     pending_.clear();
-    control_block()->in_flight_tracked.store(0, std::memory_order_relaxed);
+    control_block(ctx_)->in_flight_tracked.store(0, std::memory_order_relaxed);
     log_warning("in-flight bound off for this process: %s failed (CUDA error %d)", what,
                 static_cast<int>(r));
   }
 
+  ShimContext& ctx_;
   std::mutex mutex_;
   std::deque<Pending> pending_;
   std::vector<CUevent> spare_;
@@ -138,25 +145,38 @@ class Tracker {
   bool off_ = false;
 };
 
-// Never destroyed: a launch may run during exit.
-Tracker& tracker() {
-  static Tracker* t = new Tracker;
+namespace {
+
+// Made on first use without a function-local static, whose initialisation guard a fork child could
+// find held by a thread of the parent.
+InFlightTracker& tracker(ShimContext& ctx) {
+  InFlightTracker* t = ctx.in_flight.load(std::memory_order_acquire);
+  if (t) return *t;
+  auto* made = new InFlightTracker(ctx);
+  if (ctx.in_flight.compare_exchange_strong(t, made, std::memory_order_acq_rel)) return *made;
+  delete made;  // another thread won
   return *t;
 }
 
 }  // namespace
 
-void in_flight_before_launch(uint32_t bound, CUstream stream, bool per_thread_stream) {
-  tracker().before_launch(bound, stream, per_thread_stream);
+void in_flight_before_launch(ShimContext& ctx, uint32_t bound, CUstream stream,
+                             bool per_thread_stream) {
+  tracker(ctx).before_launch(bound, stream, per_thread_stream);
 }
 
-void in_flight_after_launch(uint32_t bound, CUstream stream, bool per_thread_stream,
-                            bool launched) {
-  tracker().after_launch(bound, stream, per_thread_stream, launched);
+void in_flight_after_launch(ShimContext& ctx, uint32_t bound, CUstream stream,
+                            bool per_thread_stream, bool launched) {
+  tracker(ctx).after_launch(bound, stream, per_thread_stream, launched);
 }
 
-void in_flight_reset_after_fork() {
-  tracker().reset_after_fork();
+void in_flight_reset_after_fork(ShimContext& ctx) {
+  // A process that never ran under a bound has nothing to forget.
+  if (InFlightTracker* t = ctx.in_flight.load(std::memory_order_acquire)) t->reset_after_fork();
+}
+
+void in_flight_release(ShimContext& ctx) {
+  delete ctx.in_flight.exchange(nullptr);
 }
 
 }  // namespace gpushare::shim

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "cuda_api.h"
-#include "daemon_link.h"
+#include "shim_context.h"
 
 namespace gpushare::shim {
 
@@ -22,11 +22,19 @@ inline uint32_t in_flight_bound(const protocol::ControlBlock* block) {
   return block->max_in_flight.load(std::memory_order_relaxed);
 }
 
+// The tracker is `ctx`'s (ShimContext::in_flight), made on the first call; it publishes the count
+// in the control block in force in `ctx` and calls the driver's event functions through
+// ctx.driver.
+//
 // Before a launch under a bound: waits until fewer than `bound` launches are unfinished.
-void in_flight_before_launch(uint32_t bound, CUstream stream, bool per_thread_stream);
+void in_flight_before_launch(ShimContext& ctx, uint32_t bound, CUstream stream,
+                             bool per_thread_stream);
 // After it: counts it, and records an event every K launches.
-void in_flight_after_launch(uint32_t bound, CUstream stream, bool per_thread_stream, bool launched);
+void in_flight_after_launch(ShimContext& ctx, uint32_t bound, CUstream stream,
+                            bool per_thread_stream, bool launched);
 // In a forked child: forget the parent's events (lifecycle.cpp).
-void in_flight_reset_after_fork();
+void in_flight_reset_after_fork(ShimContext& ctx);
+// When a test's context goes: deletes its tracker. Never for g_shim: a launch may run during exit.
+void in_flight_release(ShimContext& ctx);
 
 }  // namespace gpushare::shim

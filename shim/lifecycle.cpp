@@ -27,7 +27,7 @@ void after_fork_in_child() {
   g_registered.store(false);
   reset_accounting_after_fork();
   daemon_link_after_fork_child();
-  in_flight_reset_after_fork();
+  in_flight_reset_after_fork(g_shim);
   completions_reset_after_fork();
 }
 

@@ -7,17 +7,24 @@
 // reads its environment from other threads while it initialises CUDA is the rare case this
 // accepts.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "daemon_link.h"
+#include "daemon_socket.h"
 #include "log.h"
 #include "mps_environment.h"
 #include "settings.h"
 
 namespace gpushare::shim {
 namespace {
+
+// The question holds up the program's first cuInit: a daemon that does not answer within this
+// costs the program this much once, then it runs without MPS.
+constexpr int kMpsQueryTimeoutMs = 1000;
 
 std::atomic<bool> g_asked{false};
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -32,6 +39,33 @@ __attribute__((constructor)) void on_load() {
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
 }
 
+// One mps_query round trip on a connection of its own, closed at once: registration comes later,
+// after the real cuInit. False, with *why, when the daemon is absent or gave no valid answer.
+bool query_mps(const Settings& settings, protocol::MpsReply* reply, const char** why) {
+  int fd = connect_daemon(settings.socket_path.c_str(), kMpsQueryTimeoutMs, why);
+  if (fd < 0) return false;
+  protocol::MpsQuery query{};
+  query.requested_class = static_cast<uint32_t>(
+      settings.production ? protocol::JobClass::production : protocol::JobClass::opportunistic);
+  protocol::copy_text(query.job_name, settings.job_name.c_str());
+  static char error[protocol::kMessageSize + 64];
+  char text[protocol::kMessageSize] = "";
+  bool ok = send_message(fd, protocol::MessageType::mps_query, &query, sizeof query) &&
+            receive_reply(fd, protocol::MessageType::mps_reply, reply, sizeof *reply, nullptr, text,
+                          sizeof text);
+  ::close(fd);
+  if (!ok) {
+    // An older daemon drops a connection that sends a type it does not know: no MPS, as without
+    // one.
+    std::snprintf(error, sizeof error, "no valid mps_reply%s%s", *text ? ": " : "", text);
+    *why = error;
+    return false;
+  }
+  reply->pipe_directory[sizeof reply->pipe_directory - 1] = '\0';
+  reply->message[sizeof reply->message - 1] = '\0';
+  return true;
+}
+
 }  // namespace
 
 void daemon_link_before_init() {
@@ -44,7 +78,7 @@ void daemon_link_before_init() {
     const char* why = "";
     std::optional<MpsGrant> grant;
     (void)why;  // no daemon: said once by the registration after cuInit
-    if (daemon_link_query_mps(s, &reply, &why)) {
+    if (query_mps(s, &reply, &why)) {
       if (reply.status == static_cast<uint32_t>(protocol::MpsStatus::use_mps) &&
           reply.pipe_directory[0] == '/' && reply.client_priority <= 1 &&
           reply.active_thread_percentage <= 100)

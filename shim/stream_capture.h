@@ -13,26 +13,27 @@
 
 namespace gpushare::shim {
 
+// `driver` is the caller's: driver_calls(), or a test's fake functions.
 class RelaxedCapture {
  public:
-  RelaxedCapture() {
-    if (auto fn = driver_calls().exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
+  explicit RelaxedCapture(const DriverCalls& driver) : driver_(driver) {
+    if (auto fn = driver_.exchange_capture_mode) active_ = fn(&mode_) == CUDA_SUCCESS;
   }
   ~RelaxedCapture() {
-    if (active_) driver_calls().exchange_capture_mode(&mode_);
+    if (active_) driver_.exchange_capture_mode(&mode_);
   }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
+  const DriverCalls& driver_;
   CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
   bool active_ = false;
 };
 
 // Whether `stream` is capturing. A failed query (an invalidated capture, say) counts as
 // capturing: leave that stream alone.
-inline bool capturing(CUstream stream, bool per_thread) {
-  const DriverCalls& d = driver_calls();
+inline bool capturing(const DriverCalls& d, CUstream stream, bool per_thread) {
   auto fn =
       per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz : d.stream_is_capturing;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

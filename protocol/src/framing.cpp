@@ -1,6 +1,8 @@
 #include "gpushare/protocol/framing.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +36,32 @@ SendResult send_iov(int fd, iovec* iov, size_t iov_count, int pass_fd, int flags
 }
 
 }  // namespace
+
+int connect_to_daemon(const char* path, int timeout_ms) {
+  sockaddr_un addr{};
+  if (std::strlen(path) >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);  // also bounds connect()
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int error = errno;
+    ::close(fd);
+    errno = error;
+    return -1;
+  }
+  return fd;
+}
 
 SendResult send_raw_frame(int fd, const FrameHeader& header, const void* payload, size_t length,
                           int flags) {

@@ -1,7 +1,5 @@
 #include "daemon_client.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,20 +24,13 @@ struct Socket {
 
 Exchange ask_daemon(const std::string& socket_path, const nlohmann::json& request) {
   Exchange x;
-  sockaddr_un addr{};
-  if (socket_path.size() >= sizeof addr.sun_path) {
-    x.error = "socket path too long: " + socket_path;
-    return x;
-  }
   Socket s;
-  s.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  timeval timeout{kTimeoutSeconds, 0};
-  setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size());
-  if (s.fd < 0 || connect(s.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    x.error = "cannot connect to gpushared at " + socket_path + ": " + std::strerror(errno);
+  s.fd = protocol::connect_to_daemon(socket_path.c_str(), kTimeoutSeconds * 1000);
+  if (s.fd < 0) {
+    const int error = errno;
+    x.error = error == ENAMETOOLONG
+                  ? "socket path too long: " + socket_path
+                  : "cannot connect to gpushared at " + socket_path + ": " + std::strerror(error);
     return x;
   }
 

@@ -19,6 +19,11 @@
 
 namespace gpushare::protocol {
 
+// Connects a client (the shim, gpusharectl) to gpushared's SOCK_SEQPACKET socket at `path`, with
+// close-on-exec; `timeout_ms` bounds the connect and then every send and receive on the socket.
+// Returns the descriptor, or -1 with errno set (ENAMETOOLONG: `path` does not fit sockaddr_un).
+int connect_to_daemon(const char* path, int timeout_ms);
+
 enum class SendResult { sent, would_block, failed };
 
 // Sends the header and `length` payload bytes as one frame. `pass_fd` >= 0 goes along with
