@@ -42,6 +42,13 @@ struct DeviceRotation {
   std::optional<uint64_t> current;
   std::optional<std::chrono::steady_clock::time_point> running_since;
   policies::RotationDecision last;
+  // Per rotating job: the most swappable memory it has declared here, and when that last grew
+  // (policies::RotationJob's peak_bytes and growing).
+  struct Growth {
+    uint64_t peak = 0;
+    std::chrono::steady_clock::time_point grew_at{};
+  };
+  std::map<uint64_t, Growth> growth;
 };
 
 struct MemoryBroker {

@@ -10,6 +10,7 @@
 // `rotation ends`, beside the shims' acknowledgements (`prefetched`, `swapped-out`, `swapped-in`).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,6 +23,11 @@ namespace gpushare::daemon {
 namespace {
 
 using protocol::JobClass;
+
+// A job whose declared memory grew within this long is still reaching its working set: nothing is
+// prefetched beside it (PyTorch's caching allocator grows over a job's first steps, and again after
+// a swap-in it takes a step or two to ask for what it had freed).
+constexpr std::chrono::seconds kGrowingFor{1};
 
 // The jobs that take turns on `device`: opportunistic, with swappable memory there.
 bool rotates_on(const Job& job, int device) {
@@ -132,8 +138,14 @@ void Server::rotate_device(int d, Clock::time_point now) {
     rotating_on_device += on_device;
     const bool resident = m.state == SwapState::resident || m.state == SwapState::swapping_in ||
                           m.state == SwapState::prefetched;
-    state.jobs.push_back(
-        {id, job_swappable(job, d), m.reward, swap_in_seconds(job, d), id, resident});
+    const uint64_t bytes = job_swappable(job, d);
+    DeviceRotation::Growth& growth = track.growth[id];
+    if (bytes > growth.peak) {
+      growth.peak = bytes;
+      growth.grew_at = now;
+    }
+    state.jobs.push_back({id, bytes, m.reward, swap_in_seconds(job, d), id, resident, growth.peak,
+                          now - growth.grew_at < kGrowingFor});
     const bool moving = m.state == SwapState::swapping_in || m.state == SwapState::swapping_out;
     const bool overdue = moving && now - m.requested > config_.memory.swap_timeout;
     if (overdue)
@@ -145,6 +157,10 @@ void Server::rotate_device(int d, Clock::time_point now) {
                        " ms; the other jobs take their turns without it");
     jobs.push_back({id, m.state, job_swappable(job, d), on_device, overdue});
   }
+  std::erase_if(track.growth, [&](const auto& entry) {
+    return std::none_of(jobs.begin(), jobs.end(),
+                        [&](const RotatingJob& job) { return job.job_id == entry.first; });
+  });
   for (const PendingAdmission& p : memory_.pending)
     if (p.device == d) waiting += p.bytes;
   state.capacity_bytes = *capacity;

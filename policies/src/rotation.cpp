@@ -92,11 +92,11 @@ RotationDecision decide_rotation(const RotationState& state, const RotationParam
   std::vector<RotationJob> fitting;
   uint64_t total = 0;
   for (const RotationJob& job : state.jobs) {
-    if (job.bytes > decision.budget_bytes) {
+    if (room_needed(job) > decision.budget_bytes) {
       decision.too_large.push_back(job.job_id);
     } else {
       fitting.push_back(job);
-      total += job.bytes;
+      total += room_needed(job);
     }
   }
   std::vector<uint64_t> order = rotation_order(fitting, parameters);
@@ -124,16 +124,21 @@ RotationDecision decide_rotation(const RotationState& state, const RotationParam
 
   uint64_t used = 0;
   size_t next_index = 0;
+  bool growing = false;
   while (next_index < order.size()) {
-    const uint64_t bytes = find_job(fitting, order[next_index])->bytes;
-    if (used + bytes > decision.budget_bytes) break;
-    used += bytes;
+    const RotationJob* job = find_job(fitting, order[next_index]);
+    if (used + room_needed(*job) > decision.budget_bytes) break;
+    used += room_needed(*job);
+    growing = growing || job->growing;
     decision.run.push_back(order[next_index++]);
   }
   // The rotation is on, so at least one job is left outside the resident set.
   const RotationJob* next = find_job(fitting, order[next_index]);
   decision.turn_s = turn_length(parameters, next);
-  if (parameters.prefetch && used < decision.budget_bytes) {
+  // Not beside a job still growing: the prefetch would take the room it is about to ask for, and
+  // on the H100 its allocation then sent it to host, the prefetch out again for its turn, and the
+  // prefetch in again (S7: 417 GB moved in 59 s against 84 GB without prefetch).
+  if (parameters.prefetch && !growing && used < decision.budget_bytes) {
     decision.prefetch = next->job_id;
     decision.prefetch_bytes = std::min(next->bytes, decision.budget_bytes - used);
   }

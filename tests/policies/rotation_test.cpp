@@ -73,6 +73,34 @@ TEST(Rotation, HeadRunsNextIsPrefetchedIntoTheRoomLeftOthersGoOut) {
             (std::vector<uint64_t>{3}));
 }
 
+TEST(Rotation, NothingIsPrefetchedBesideAJobStillGrowing) {
+  // A job reaching its working set would find its room taken by the prefetch: on the H100 its
+  // next allocation sent it to host, the prefetch went out again for its turn, and so on.
+  RotationState state = one_and_a_half();
+  state.jobs[0].growing = true;
+  const RotationDecision decision = decide_rotation(state, with_order(RotationOrder::fifo));
+  EXPECT_EQ(decision.run, (std::vector<uint64_t>{1}));
+  EXPECT_FALSE(decision.prefetch);
+  EXPECT_TRUE(decision.swap_out.empty());
+  // Once it has stopped growing, the next job comes in beside it.
+  state.jobs[0].growing = false;
+  EXPECT_EQ(decide_rotation(state, with_order(RotationOrder::fifo)).prefetch, 2u);
+}
+
+TEST(Rotation, AJobKeepsTheRoomItOnceHeld) {
+  // Job 1 holds 2 GiB now but has held 8: the prefetch gets what is left beside the 8.
+  RotationState state = one_and_a_half();
+  state.jobs[0].bytes = 2 * GiB;
+  state.jobs[0].peak_bytes = 8 * GiB;
+  const RotationDecision decision = decide_rotation(state, with_order(RotationOrder::fifo));
+  EXPECT_EQ(decision.run, (std::vector<uint64_t>{1}));
+  ASSERT_TRUE(decision.prefetch);
+  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB);
+  // And a rotation is not ended by a job that shrank for a moment.
+  state.production_bytes = 4 * GiB;  // 20 GiB left: 2 + 8 + 8 would fit, 8 + 8 + 8 do not
+  EXPECT_TRUE(decide_rotation(state, with_order(RotationOrder::fifo)).rotating);
+}
+
 TEST(Rotation, WithoutPrefetchNothingIsCopiedBeforeTheSwitch) {
   RotationParameters parameters = with_order(RotationOrder::fifo);
   parameters.prefetch = false;

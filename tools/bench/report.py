@@ -53,7 +53,8 @@ def markdown(result):
                         for r in rows])
     elif s == "S3":
         counts = result.get("clients", [])
-        bases = [b for b in ("time-slicing", "mps", "streams")]
+        bases = ["time-slicing", "mps", "streams"] + list(dict.fromkeys(
+            r["baseline"] for r in rows if str(r.get("baseline", "")).startswith("gpushare") and r.get("clients")))
         by = {(r.get("baseline"), r.get("clients")): r for r in rows}
         body = "mean seconds per inference (one request = one batch)\n\n" + _table(
             ["baseline"] + [f"N={n}" for n in counts],

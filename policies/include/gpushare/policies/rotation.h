@@ -12,6 +12,7 @@
 // (tools/sim, `gpushare-sim memory`) calls it, and gpushared is to call the same function.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -27,7 +28,15 @@ struct RotationJob {
   double swap_in_s = 0;   // the thesis penalty: bytes / host-to-device bandwidth, resident or not
   uint64_t arrival = 0;   // registration order (FIFO: lower first, then lower id)
   bool resident = false;  // its memory is on the device now (wholly or partly)
+  // The most it has held on the device (0: as `bytes`): the room it will need again. A job that
+  // starts, or grows again after a swap-in, reaches it over several steps.
+  uint64_t peak_bytes = 0;
+  // Its memory grew lately: its working set is not known yet, so nothing is prefetched beside it.
+  bool growing = false;
 };
+
+// The room a job is given: the most it has held, not what it holds now.
+inline uint64_t room_needed(const RotationJob& job) { return std::max(job.bytes, job.peak_bytes); }
 
 struct RotationParameters {
   RotationOrder order = RotationOrder::weight;
