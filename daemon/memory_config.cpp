@@ -38,10 +38,10 @@ void parse_rotation(const json& r, bool oversubscribe, RotationConfig* out,
   }
   for (const auto& [key, value] : r.items())
     if (key != "enabled" && key != "order" && key != "fixed_order" && key != "prefetch" &&
-        key != "min_turn_ms" && key != "turn_per_swap_in")
+        key != "min_turn_ms" && key != "turn_per_swap_in" && key != "growth_quiet_ms")
       errors->push_back("memory.rotation." + key +
-                        ": unknown field (expected one of: enabled, fixed_order, min_turn_ms, "
-                        "order, prefetch, turn_per_swap_in)");
+                        ": unknown field (expected one of: enabled, fixed_order, growth_quiet_ms, "
+                        "min_turn_ms, order, prefetch, turn_per_swap_in)");
   for (const char* key : {"enabled", "prefetch"}) {
     if (!r.contains(key)) continue;
     if (!r[key].is_boolean()) {
@@ -95,6 +95,14 @@ void parse_rotation(const json& r, bool oversubscribe, RotationConfig* out,
                         shown(v));
     else
       out->min_turn = std::chrono::milliseconds(v.get<int64_t>());
+  }
+  if (r.contains("growth_quiet_ms")) {
+    const json& v = r["growth_quiet_ms"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 600000)
+      errors->push_back(
+          "memory.rotation.growth_quiet_ms: expected an integer in [0, 600000], got " + shown(v));
+    else
+      out->growth_quiet = std::chrono::milliseconds(v.get<int64_t>());
   }
   if (r.contains("turn_per_swap_in")) {
     const json& v = r["turn_per_swap_in"];

@@ -36,6 +36,9 @@ struct RotationConfig {
   bool prefetch = true;
   std::chrono::milliseconds min_turn{1000};
   double turn_per_swap_in = 4.0;
+  // A job whose declared memory grew within this long is still reaching its working set: nothing
+  // is prefetched beside it (PyTorch's caching allocator grows over a job's first steps).
+  std::chrono::milliseconds growth_quiet{1000};
   // The policy's parameters, with the fixed order's names resolved by `ids_of` (a name's jobs
   // in registration order).
   template <class IdsOf>

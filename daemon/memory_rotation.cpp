@@ -24,11 +24,6 @@ namespace {
 
 using protocol::JobClass;
 
-// A job whose declared memory grew within this long is still reaching its working set: nothing is
-// prefetched beside it (PyTorch's caching allocator grows over a job's first steps, and again after
-// a swap-in it takes a step or two to ask for what it had freed).
-constexpr std::chrono::seconds kGrowingFor{1};
-
 // The jobs that take turns on `device`: opportunistic, with swappable memory there.
 bool rotates_on(const Job& job, int device) {
   return job.granted == JobClass::opportunistic && job_swappable(job, device) > 0;
@@ -145,7 +140,7 @@ void Server::rotate_device(int d, Clock::time_point now) {
       growth.grew_at = now;
     }
     state.jobs.push_back({id, bytes, m.reward, swap_in_seconds(job, d), id, resident, growth.peak,
-                          now - growth.grew_at < kGrowingFor});
+                          now - growth.grew_at < config_.memory.rotation.growth_quiet});
     const bool moving = m.state == SwapState::swapping_in || m.state == SwapState::swapping_out;
     const bool overdue = moving && now - m.requested > config_.memory.swap_timeout;
     if (overdue)

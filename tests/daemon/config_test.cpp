@@ -146,7 +146,9 @@ TEST(Config, EveryBadRotationValueIsRefusedNamingItsKey) {
             "memory.trace: expected an absolute file path, got 1");
   EXPECT_EQ(rotation(R"({"turn": 3})"),
             "memory.rotation.turn: unknown field (expected one of: enabled, fixed_order, "
-            "min_turn_ms, order, prefetch, turn_per_swap_in)");
+            "growth_quiet_ms, min_turn_ms, order, prefetch, turn_per_swap_in)");
+  EXPECT_EQ(rotation(R"({"growth_quiet_ms": -1})"),
+            "memory.rotation.growth_quiet_ms: expected an integer in [0, 600000], got -1");
 }
 
 TEST(Config, EveryPolicyOfTheRegistryIsAvailable) {

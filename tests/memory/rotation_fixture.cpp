@@ -12,7 +12,9 @@ namespace gpushare::testing {
 nlohmann::json rotation_config(const std::string& trace, bool prefetch) {
   nlohmann::json config = memory_config();
   config["memory"]["rotation"] = {
-      {"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}, {"prefetch", prefetch}};
+      {"enabled", true}, {"order", "fifo"}, {"min_turn_ms", 200}, {"prefetch", prefetch},
+      // The jobs allocate everything before they launch: no growth to wait for.
+      {"growth_quiet_ms", 0}};
   config["memory"]["trace"] = trace;
   return config;
 }

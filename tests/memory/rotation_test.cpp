@@ -127,6 +127,23 @@ TEST_F(RotationWithoutPrefetch, JobsStillTakeTurnsAndNothingIsPrefetched) {
   EXPECT_GE(swap_ins, 3) << log;
 }
 
+// A job whose memory grew within memory.rotation.growth_quiet_ms has not reached its working set:
+// nothing is prefetched beside it (its next allocation would find the room taken). The jobs here
+// allocated at their start, so a quiet time of ten minutes covers the whole run.
+TEST_F(Rotation, NothingIsPrefetchedBesideAJobWhoseMemoryJustGrew) {
+  nlohmann::json config = rotation_config(trace);
+  config["memory"]["rotation"]["growth_quiet_ms"] = 600000;
+  daemon.write_config(config);
+  ASSERT_EQ(run_ctl(daemon.socket, {"reload"}).exit_code, 0);
+  const size_t from = daemon.log().size();
+
+  ASSERT_TRUE(run_to_the_end()) << daemon.log();
+  expect_bit_identical();
+  const std::string log = daemon.log().substr(from);
+  EXPECT_NE(log.find("rotation switch"), std::string::npos) << "the jobs still take turns";
+  EXPECT_EQ(log.find("rotation prefetch"), std::string::npos) << log;
+}
+
 TEST_F(Rotation, AJobKilledWhileSwappedOutLeavesNothingInTheBooks) {
   RotatingJob& victim = jobs[1];
   ASSERT_TRUE(stop_while_on_host(victim)) << daemon.log();
