@@ -62,7 +62,8 @@ TEST(Rotation, HeadRunsNextIsPrefetchedIntoTheRoomLeftOthersGoOut) {
   EXPECT_EQ(decision.run, (std::vector<uint64_t>{1}));
   ASSERT_TRUE(decision.prefetch);
   EXPECT_EQ(*decision.prefetch, 2u);
-  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB) << "half of it fits beside the running job";
+  // Half of it fits beside the running job, less the 1/16 of the budget left for new allocations.
+  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB - 12 * GiB / 16);
   EXPECT_TRUE(decision.swap_out.empty()) << "2 is being prefetched: it stays";
   // Turn: max(min_turn 1 s, 4 x the next job's 2 s swap-in).
   EXPECT_DOUBLE_EQ(decision.turn_s, 8.0);
@@ -95,10 +96,22 @@ TEST(Rotation, AJobKeepsTheRoomItOnceHeld) {
   const RotationDecision decision = decide_rotation(state, with_order(RotationOrder::fifo));
   EXPECT_EQ(decision.run, (std::vector<uint64_t>{1}));
   ASSERT_TRUE(decision.prefetch);
-  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB);
+  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB - 12 * GiB / 16);
   // And a rotation is not ended by a job that shrank for a moment.
   state.production_bytes = 4 * GiB;  // 20 GiB left: 2 + 8 + 8 would fit, 8 + 8 + 8 do not
   EXPECT_TRUE(decide_rotation(state, with_order(RotationOrder::fifo)).rotating);
+}
+
+TEST(Rotation, ThePrefetchLeavesRoomForTheRunningJobsNewAllocations) {
+  // 1/16 of the budget stays free: a running job's allocation that found none would send it to
+  // host whole. Where no more than that is left, nothing is prefetched.
+  RotationState state = one_and_a_half();
+  state.jobs[0].bytes = 12 * GiB - 12 * GiB / 16;
+  EXPECT_FALSE(decide_rotation(state, with_order(RotationOrder::fifo)).prefetch);
+  state.jobs[0].bytes -= GiB;
+  const RotationDecision decision = decide_rotation(state, with_order(RotationOrder::fifo));
+  ASSERT_TRUE(decision.prefetch);
+  EXPECT_EQ(decision.prefetch_bytes, GiB);
 }
 
 TEST(Rotation, WithoutPrefetchNothingIsCopiedBeforeTheSwitch) {
@@ -152,7 +165,7 @@ TEST(Rotation, SeveralFitTogetherAndATooLargeJobWaits) {
   EXPECT_EQ(decision.order, (std::vector<uint64_t>{1, 2, 3}));
   EXPECT_EQ(decision.run, (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(*decision.prefetch, 3u);
-  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB);
+  EXPECT_EQ(decision.prefetch_bytes, 4 * GiB - 16 * GiB / 16);
 }
 
 TEST(Rotation, ProductionGrowingShrinksTheBudgetNeverProduction) {
