@@ -128,6 +128,12 @@ constexpr uint64_t kSampleWork = 16;
 struct OpportunisticJob {
   double carry = 0;
   bool backlogged = false;  // waited at its gate in the last window
+  // Wants to run: it launched, waited at its gate or had kernels queued in the last window, or it
+  // waited at its gate before and has launched nothing since (a launch held for whole windows
+  // counts its wait once). A job idle by its own choice (loading data, between requests, still
+  // starting up) is not.
+  bool wants_to_run = false;
+  bool waiting = false;  // waited at its gate and has not launched freely since
 };
 
 enum class Probe { off, settling, measuring };
@@ -206,6 +212,11 @@ class HarvestPolicy final : public Policy {
       if (job.job_class == JobClass::opportunistic) {
         OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
         state.backlogged = job.gate_waits > 0;
+        if (job.gate_waits > 0)
+          state.waiting = true;
+        else if (job.launches > 0)
+          state.waiting = false;
+        state.wants_to_run = job.launches > 0 || job.in_flight.value_or(0) > 0 || state.waiting;
       }
     }
     opportunistic_ = std::move(opportunistic);
@@ -342,6 +353,17 @@ class HarvestPolicy final : public Policy {
     const bool period_over = period_ns_ >= control_period_ns_;
     const bool settling = settling_windows_ > 0;
     if (settling) --settling_windows_;
+    // A window in which no opportunistic job wanted to run says nothing of what a mode costs
+    // production or gains the opportunistic jobs: it is not measured. Gains of 0 read while the
+    // opportunistic job idled by its own choice (starting up or warming up while production ran)
+    // make running beside production look worthless; gating then takes all of production's busy
+    // time and beside, given none, is never measured again. Modelled, that start left the
+    // opportunistic job 0.044 of its solo speed while production was busy: what S5 on
+    // gpushared's MPS gave on the H100 (0.02-0.04, twice; those runs logged no ticks). The
+    // paused reference needs no opportunistic demand.
+    bool demand = false;
+    for (const auto& [id, job] : opportunistic_) demand = demand || job.wants_to_run;
+    const bool measured = !settling && (mode_ == RunMode::paused || demand);
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
     for (const JobObservation& job : device.jobs) {
@@ -350,10 +372,14 @@ class HarvestPolicy final : public Policy {
         continue;
       }
       alive.insert(job.job_id);
-      if (settling) continue;
       ProductionJob& state = production_[job.job_id];
-      state.period_progress += state.window_progress;
       double& busy = period_busy_ns_[job.job_id];
+      if (!measured) {  // a sample spans measured windows of one mode only
+        state.period_progress = 0;
+        busy = 0;
+        continue;
+      }
+      state.period_progress += state.window_progress;
       busy += static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
       if (state.period_progress >= kSampleWork || period_over) {
         budget_.record_speed(job.job_id, mode_, static_cast<double>(state.period_progress), busy);
@@ -361,7 +387,7 @@ class HarvestPolicy final : public Policy {
         busy = 0;
       }
     }
-    if (!settling && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
+    if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     budget_.retain(alive);
     if (!period_over) return;
     const RunMode next = budget_.next_period(mode_);

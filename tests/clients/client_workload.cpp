@@ -8,9 +8,13 @@
 // gap is between steps; with N = 1 that is between kernels, as before). It also reports "steps"
 // and "steps_per_s". Without --sync-every-step on an asynchronous driver the counts are of
 // launches, which may run ahead of the device by the driver's queue.
+//
+// On/off: with --on-seconds A --off-seconds B it runs steps for A seconds, then drains its stream
+// and idles B seconds, and so on (a job busy in phases).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 #include "driver_api.h"
 #include "exercise.h"
@@ -43,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_option("--alloc-bytes", alloc_bytes, "device memory held while running");
   app.add_option("--device", device);
   app.add_flag("--ptds", per_thread);
+  double on_s = 0, off_s = 0;
+  app.add_option("--on-seconds", on_s,
+                 "with --off-seconds: run steps this long, then idle --off-seconds, and so on");
+  app.add_option("--off-seconds", off_s, "idle time of each on/off cycle (0: always on)");
   double settle = 0;
   app.add_option("--settle-seconds", settle,
                  "run this long before counting (a controller's convergence), then --seconds more");
@@ -69,8 +77,20 @@ int main(int argc, char** argv) {
   }
   const timespec gap{static_cast<time_t>(gap_us / 1'000'000),
                      static_cast<long>(gap_us % 1'000'000) * 1000};
-  // One step: its launches, the optional synchronisation, the gap. "" or what failed.
+  const double cycle_start = now_s();
+  // One step: its launches, the optional synchronisation, the gap. "" or what failed. In the off
+  // part of an on/off cycle: the queue drains, then the job idles until the next on part.
   auto step = [&]() -> std::string {
+    if (on_s > 0 && off_s > 0) {
+      const double in_cycle = std::fmod(now_s() - cycle_start, on_s + off_s);
+      if (in_cycle >= on_s) {
+        if (api.stream_synchronize(stream) != CUDA_SUCCESS) return "synchronize failed";
+        const double left = on_s + off_s - std::fmod(now_s() - cycle_start, on_s + off_s);
+        const timespec idle{static_cast<time_t>(left),
+                            static_cast<long>((left - std::floor(left)) * 1e9)};
+        if (left < on_s + off_s && left > 0) nanosleep(&idle, nullptr);
+      }
+    }
     for (unsigned k = 0; k < kernels_per_step; ++k) {
       if (api.launch_kernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS)
         return "launch failed";
