@@ -110,14 +110,22 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   shares[g] = best.first;
   shares[b] = best.second;
   double left = time - best.first - best.second;
-  // Time left over means the budget limited the candidates: each is run at least explore_share,
-  // so a cost that falls (production's load changed) is seen.
-  if (left > 1e-9) {
-    for (RunMode m : kCandidates) {
-      const double more = std::min(left, std::max(0.0, settings.explore_share - shares[index(m)]));
-      shares[index(m)] += more;
-      left -= more;
-    }
+  // Each candidate is run at least explore_share, so that what it costs and gains stays measured
+  // (a cost that falls, a gain that rises: production's load or the opportunistic job changed).
+  // Time left over means the budget limited the candidates: from that time. Otherwise from the
+  // other candidate's: a mode given no time is never measured again, and one wrong measurement
+  // (on the H100, a gain of 0 read while the opportunistic job was still starting) would keep it
+  // out for good.
+  for (RunMode m : kCandidates) {
+    const double wanted = std::max(0.0, settings.explore_share - shares[index(m)]);
+    if (wanted <= 0) continue;
+    const double from_left = std::min(left, wanted);
+    left -= from_left;
+    const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
+    const double from_other =
+        std::min(wanted - from_left, std::max(0.0, shares[other] - settings.explore_share));
+    shares[other] -= from_other;
+    shares[index(m)] += from_left + from_other;
   }
   shares[index(RunMode::paused)] = 1 - shares[index(RunMode::beside)] - shares[index(RunMode::gated)];
   return shares;
