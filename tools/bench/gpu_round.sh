@@ -11,8 +11,10 @@ export PYTHONUNBUFFERED=1
 carry=$(realpath .carry)
 D="LD_LIBRARY_PATH=$carry/lib $carry/bin/gpushared --config {config}"
 G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tmp/bmps}")
-# GPUSHARE_BENCH_TRACE=1: every part's daemons log each tick (the S1 parts always do).
-[ -n "${GPUSHARE_BENCH_TRACE:-}" ] && G+=(--gpushare-log-level trace)
+# Every part's daemons log each tick (their modes and gates), unless GPUSHARE_BENCH_TRACE=0: a
+# GPU call is scarce, and a row without its ticks cannot be diagnosed afterwards (2026-11-25: an
+# S5 row that harvested nothing, run without them, had to be explained from a model).
+[ "${GPUSHARE_BENCH_TRACE:-1}" != 0 ] && G+=(--gpushare-log-level trace)
 # BENCH_SKIP: more baselines to leave out (a short check; every round of record keeps them).
 read -ra extra_skip <<<"${BENCH_SKIP:-}"
 ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
