@@ -24,6 +24,22 @@ std::string fake_mps_control() {
   return FAKE_MPS_CONTROL_PATH;
 }
 
+// The environment of a program under the shim over the fake driver, registering with `socket`
+// as `job` (with `priority`, when given).
+std::map<std::string, std::string> shim_env(const TempDir& dir, const std::string& socket,
+                                            const std::string& job,
+                                            const std::string& priority = "",
+                                            const std::string& device_file = "fake-device") {
+  std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"},
+                                         {"LD_PRELOAD", shim_preload(Artefacts::shim())},
+                                         {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
+                                         {"GPUSHARE_SOCKET", socket},
+                                         {"GPUSHARE_JOB", job},
+                                         {"GPUSHARE_FAKE_DEVICE_FILE", dir / device_file}};
+  if (!priority.empty()) env["GPUSHARE_PRIORITY"] = priority;
+  return env;
+}
+
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -95,15 +111,8 @@ json run_client(const TempDir& dir, const std::string& socket, const std::string
                 const std::string& priority, std::optional<uid_t> as_uid = {},
                 std::map<std::string, std::string> extra_env = {}) {
   std::string tag = as_uid ? "-" + std::to_string(*as_uid) : "";
-  std::map<std::string, std::string> env = {
-      {"PATH", "/usr/bin:/bin"},
-      {"LD_PRELOAD", shim_preload(Artefacts::shim())},
-      {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
-      {"GPUSHARE_SOCKET", socket},
-      {"GPUSHARE_JOB", job},
-      {"GPUSHARE_PRIORITY", priority},
-      {"GPUSHARE_FAKE_DEVICE_FILE", dir / ("fake-device" + tag)},
-  };
+  std::map<std::string, std::string> env =
+      shim_env(dir, socket, job, priority, "fake-device" + tag);
   for (const auto& [k, v] : extra_env) env[k] = v;
   ChildProcess client =
       ChildProcess::start({CLIENT_MPS_ENV_PATH}, env, dir / ("client-" + job + ".stderr"), as_uid);
@@ -191,15 +200,9 @@ TEST(Mps, AProductionAllocationMakesAPriorityZeroClient) {
   ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
 
   auto client = [&](const std::string& job, bool with_token) {
-    ChildProcess probe = ChildProcess::start({Artefacts::probe()},
-                                             {{"PATH", "/usr/bin:/bin"},
-                                              {"LD_PRELOAD", shim_preload(Artefacts::shim())},
-                                              {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
-                                              {"GPUSHARE_SOCKET", daemon.socket},
-                                              {"GPUSHARE_JOB", job},
-                                              {"GPUSHARE_PRIORITY", "production"},
-                                              {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}},
-                                             dir / (job + ".stderr"));
+    ChildProcess probe =
+        ChildProcess::start({Artefacts::probe()}, shim_env(dir, daemon.socket, job, "production"),
+                            dir / (job + ".stderr"));
     auto ready = probe.read_line(20s);
     if (!ready || ready->rfind("ready", 0) != 0) return std::string("no probe");
     std::string root = proc + "/" + std::to_string(probe.pid());
@@ -311,12 +314,7 @@ TEST(Mps, AnotherUserGetsNoMpsWhileTheServerServesTheFirst) {
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
   // A root job that stays: the MPS server now serves uid 0.
-  std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
-                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
-                                            {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
-                                            {"GPUSHARE_SOCKET", daemon.socket},
-                                            {"GPUSHARE_JOB", "long"},
-                                            {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}};
+  const std::map<std::string, std::string> env = shim_env(dir, daemon.socket, "long");
   ChildProcess root_job = ChildProcess::start(
       {Artefacts::workload(), "--kernel-us", "100", "--seconds", "20"}, env, dir / "long.stderr");
   ASSERT_TRUE(daemon.wait_for_log("mps client pid=" + std::to_string(root_job.pid()), 10s))
@@ -346,12 +344,7 @@ TEST(Mps, ARegisteredClientIsMarkedAsOne) {
   MpsDaemon daemon(dir, {{"mps", "auto"}});
   ASSERT_TRUE(daemon.start()) << daemon.log();
   ASSERT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
-  std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
-                                            {"LD_PRELOAD", shim_preload(Artefacts::shim())},
-                                            {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
-                                            {"GPUSHARE_SOCKET", daemon.socket},
-                                            {"GPUSHARE_JOB", "on-mps"},
-                                            {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}};
+  const std::map<std::string, std::string> env = shim_env(dir, daemon.socket, "on-mps");
   ChildProcess job = ChildProcess::start(
       {Artefacts::workload(), "--kernel-us", "100", "--seconds", "20"}, env, dir / "job.stderr");
   json listed;
@@ -412,14 +405,9 @@ ModeShares run_budget(const TempDir& dir, bool on_mps) {
     EXPECT_TRUE(daemon.wait_for_log("started the MPS control daemon pid")) << daemon.log();
   }
   auto env = [&](const std::string& job, const std::string& priority) {
-    return std::map<std::string, std::string>{{"PATH", "/usr/bin:/bin"},
-                                              {"LD_PRELOAD", shim_preload(Artefacts::shim())},
-                                              {"LD_LIBRARY_PATH", Artefacts::fake_driver_dir()},
-                                              {"GPUSHARE_SOCKET", daemon.socket},
-                                              {"GPUSHARE_JOB", job},
-                                              {"GPUSHARE_PRIORITY", priority},
-                                              {"GPUSHARE_QUIET", "1"},
-                                              {"GPUSHARE_FAKE_DEVICE_FILE", dir / "fake-device"}};
+    std::map<std::string, std::string> env = shim_env(dir, daemon.socket, job, priority);
+    env["GPUSHARE_QUIET"] = "1";
+    return env;
   };
   ChildProcess production =
       ChildProcess::start({Artefacts::workload(), "--kernel-us", "2000", "--gap-us", "2000",
