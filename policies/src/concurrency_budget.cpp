@@ -36,13 +36,52 @@ double charged_high(const ModeCost& c, const ConcurrencySettings& s) {
 
 }  // namespace
 
-std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
-                                  const std::deque<double>& mode) {
-  if (paused.size() < kMinCostSamples || mode.size() < kMinCostSamples) return std::nullopt;
-  const Moments p = moments(paused), m = moments(mode);
-  if (p.mean <= 0) return std::nullopt;
-  const double ratio = m.mean / p.mean;
-  return ModeCost{.harm = 1 - ratio, .error = ratio * std::hypot(p.relative_error, m.relative_error)};
+std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences) {
+  std::array<double, 3> n{}, mean{};
+  double total = 0;
+  for (size_t p = 0; p < 3; ++p) {
+    if (differences[p].empty()) continue;
+    n[p] = static_cast<double>(differences[p].size());
+    for (double v : differences[p]) mean[p] += std::clamp(v, -kMaxDifference, kMaxDifference);
+    mean[p] /= n[p];
+    total += n[p];
+  }
+  // The spread of the differences around what the effects predict for them (`fitted`: per pair),
+  // with `parameters` degrees of freedom taken by the fit.
+  auto variance = [&](const std::array<double, 3>& fitted, double parameters) {
+    double squares = 0;
+    for (size_t p = 0; p < 3; ++p)
+      for (double v : differences[p]) {
+        const double r = std::clamp(v, -kMaxDifference, kMaxDifference) - fitted[p];
+        squares += r * r;
+      }
+    return total > parameters ? squares / (total - parameters) : 0;
+  };
+  // Weighted least squares of e_gated (g) and e_beside (b), paused at 0:
+  //   n0 (g - m0)^2 + n1 (b - m1)^2 + n2 (b - g - m2)^2, at its minimum.
+  const double a_gg = n[0] + n[2], a_bb = n[1] + n[2], a_gb = -n[2];
+  const double det = a_gg * a_bb - a_gb * a_gb;
+  std::array<std::optional<ModeCost>, kRunModes> costs{};
+  auto cost = [&](double effect, double weight_inverse,
+                  double variance) -> std::optional<ModeCost> {
+    // weight_inverse: the effect's variance over one difference's (1 / n for n direct pairs).
+    if (weight_inverse * static_cast<double>(kMinCostSamples) > 1 + 1e-9) return std::nullopt;
+    const double ratio = std::exp(effect);
+    return ModeCost{.harm = 1 - ratio, .error = ratio * std::sqrt(variance * weight_inverse)};
+  };
+  if (n[2] == 0) {  // no gated period next to a beside one: each mode against paused alone
+    const double spread = variance(mean, (n[0] > 0) + (n[1] > 0));
+    if (n[0] > 0) costs[index(RunMode::gated)] = cost(mean[0], 1 / n[0], spread);
+    if (n[1] > 0) costs[index(RunMode::beside)] = cost(mean[1], 1 / n[1], spread);
+    return costs;
+  }
+  if (det <= 0) return costs;  // gated against beside only: neither against paused
+  const double r_g = n[0] * mean[0] - n[2] * mean[2], r_b = n[1] * mean[1] + n[2] * mean[2];
+  const double effect_g = (a_bb * r_g - a_gb * r_b) / det, effect_b = (a_gg * r_b - a_gb * r_g) / det;
+  const double spread = variance({effect_g, effect_b, effect_b - effect_g}, 2);
+  costs[index(RunMode::gated)] = cost(effect_g, a_bb / det, spread);
+  costs[index(RunMode::beside)] = cost(effect_b, a_gg / det, spread);
+  return costs;
 }
 
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
@@ -138,22 +177,10 @@ void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
 
 void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns) {
   if (!(work > 0) || !(busy_ns > 0)) return;
-  std::deque<double>& speeds = speeds_[job][index(mode)];
-  std::deque<double>& outliers = outliers_[job][index(mode)];
-  const double speed = work / (busy_ns / 1e9);
-  const double mean = speeds.empty() ? speed : moments(speeds).mean;
-  if (std::abs(speed - mean) <= kReplaceDeviation * mean) {
-    outliers.clear();
-    add(speeds, speed);
-    return;
-  }
-  // Far off: held back until kReplaceRun of them in a row, on the same side, show a changed job.
-  if (!outliers.empty() && (outliers.back() > mean) != (speed > mean)) outliers.clear();
-  outliers.push_back(speed);
-  if (outliers.size() < kReplaceRun) return;
-  speeds.clear();
-  for (double s : outliers) add(speeds, s);
-  outliers.clear();
+  Period& period = series_[job].current;
+  if (period.mode != mode) period = Period{.mode = mode};  // a period is of one mode
+  period.work += work;
+  period.busy_s += busy_ns / 1e9;
 }
 
 void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
@@ -161,27 +188,54 @@ void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
-  std::erase_if(speeds_, [&](const auto& entry) { return !alive.count(entry.first); });
-  std::erase_if(outliers_, [&](const auto& entry) { return !alive.count(entry.first); });
+  std::erase_if(series_, [&](const auto& entry) { return !alive.count(entry.first); });
+}
+
+void ConcurrencyBudget::break_sequence() {
+  for (auto& [id, series] : series_) {
+    series.current = Period{};
+    series.last.reset();
+  }
+}
+
+void ConcurrencyBudget::close_period(Series& series, RunMode finished) {
+  const Period period = std::exchange(series.current, Period{});
+  if (period.mode != finished || !(period.work > 0) || !(period.busy_s > 0)) {
+    series.last.reset();  // a period not measured: the next one has no neighbour
+    return;
+  }
+  const double speed = std::log(period.work / period.busy_s);
+  if (series.last && series.last->first != finished) {
+    const auto [earlier, earlier_speed] = *series.last;
+    const bool ordered = index(earlier) < index(finished);
+    const size_t low = index(ordered ? earlier : finished), high = index(ordered ? finished : earlier);
+    const double difference = ordered ? speed - earlier_speed : earlier_speed - speed;
+    add(series.differences[low + high - 1], difference);  // (0,1), (0,2), (1,2): 0, 1, 2
+  }
+  series.last = {finished, speed};
 }
 
 ModeMeasures ConcurrencyBudget::measures() const {
   ModeMeasures result;
-  for (RunMode m : {RunMode::gated, RunMode::beside}) {
-    // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
-    for (const auto& [id, speeds] : speeds_) {
-      const std::optional<ModeCost> cost = mode_cost(speeds[index(RunMode::paused)], speeds[index(m)]);
+  std::array<bool, kRunModes> unknown{};
+  for (const auto& [id, series] : series_) {
+    const std::array<std::optional<ModeCost>, kRunModes> costs = mode_costs(series.differences);
+    for (RunMode m : {RunMode::gated, RunMode::beside}) {
+      // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
+      const std::optional<ModeCost>& cost = costs[index(m)];
       std::optional<ModeCost>& worst = result.cost[index(m)];
-      if (!cost) {
+      if (!cost) unknown[index(m)] = true;
+      if (unknown[index(m)]) {
         worst.reset();
-        break;
+        continue;
       }
       const double margin = settings_.noise_margin;  // the worst as mode_shares will read it
       if (!worst || cost->harm + margin * cost->error > worst->harm + margin * worst->error)
         worst = cost;
     }
-    if (gains_[index(m)].size() >= kMinCostSamples) result.gain[index(m)] = moments(gains_[index(m)]).mean;
   }
+  for (RunMode m : {RunMode::gated, RunMode::beside})
+    if (gains_[index(m)].size() >= kMinCostSamples) result.gain[index(m)] = moments(gains_[index(m)]).mean;
   result.cost[index(RunMode::paused)] = ModeCost{};
   result.gain[index(RunMode::paused)] = 0.0;
   return result;
@@ -193,6 +247,7 @@ std::array<double, kRunModes> ConcurrencyBudget::shares() const {
 }
 
 RunMode ConcurrencyBudget::next_period(RunMode finished) {
+  for (auto& [id, series] : series_) close_period(series, finished);
   for (double& weight : ran_) weight *= 1 - 1 / kDebtMemory;
   ran_[index(finished)] += 1;
   const std::array<double, kRunModes> share = shares();

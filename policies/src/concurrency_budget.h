@@ -13,9 +13,9 @@
 //
 // The budget runs the experiment all the time: production's busy periods rotate between the
 // three modes, each production job's speed on the GPU (kernels completed per second it had work
-// in flight: throughput for a GPU-bound loop, latency per request for a server) is averaged per
-// mode, and so is what the opportunistic jobs launched. A mode's cost is 1 - its mean speed over
-// the paused one. A cost that, taken `noise_margin` standard errors low, fits the target over all
+// in flight: throughput for a GPU-bound loop, latency per request for a server) in each period is
+// set against its speed in the period before (mode_costs, below), and what the opportunistic jobs
+// launched is averaged per mode. A mode's cost is 1 - its speed over the paused one. A cost that, taken `noise_margin` standard errors low, fits the target over all
 // the time the mode could get is charged that low value (a loss the measurements cannot tell from
 // noise does not throttle: on the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken
 // high held the opportunistic job to 0.28 of its solo rate where MPS client priority alone gave
@@ -45,7 +45,8 @@ struct ConcurrencySettings {
   double noise_margin = 1.0;      // standard errors a cost is taken low (fits) or high (does not)
   double reference_share = 0.05;  // paused at least this share (the reference stays current)
   double explore_share = 0.05;    // a mode that could get time is run at least this share
-  size_t samples = 16;            // recent samples per mode (per production job; gains: per device)
+  size_t samples = 16;            // recent differences per pair of modes (per production job) and
+                                  // gains per mode (per device)
 };
 
 // What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %
@@ -80,49 +81,74 @@ inline constexpr double kDebtHorizon = 15;
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
                  const ConcurrencySettings& settings);
 
-// A mode's cost from recent speeds in it and in the paused mode: 1 - the ratio of their means.
-// None until each has kMinCostSamples samples.
-inline constexpr size_t kMinCostSamples = 3;
-std::optional<ModeCost> mode_cost(const std::deque<double>& paused,
-                                  const std::deque<double>& mode);
+// What each mode costs one production job, from the differences between adjacent periods.
+// Production's speed wanders: on the H100 (resnet50 b8 training beside an MPS client, 2026-11-26)
+// the log of its per-window speed differed by 0.085 (robust standard deviation) between adjacent
+// windows and by 0.21 between windows 2 s apart, so a paused reference averaged over the sparse
+// paused periods of the last 20 s, set against beside's last second, read a cost of 15-20 % where
+// the robust medians of the whole run differed by 4 %, and the budget paused the opportunistic job
+// for a quarter of production's busy time. Each period is therefore set only against the period
+// just before it: the log of its speed (work over busy time, its measured windows together) less
+// the previous period's, where their modes differ and nothing (an idle phase, a change of
+// mechanism) came between them. The drift cancels in each difference.
+//
+// Differences are kept by pair of modes (index: kPairPausedGated, kPairPausedBeside,
+// kPairGatedBeside; each the log speed of the later-listed mode less the earlier one's). A mode's
+// effect e (log of its speed over the paused speed; paused: 0) is the weighted least-squares fit
+// of all three pairs' means (gated can be measured against paused through beside and the reverse,
+// as the shares leave few periods of one next to the other); its cost is 1 - exp(e), its error
+// from the pairs' spread around their means.
+inline constexpr size_t kPairPausedGated = 0, kPairPausedBeside = 1, kPairGatedBeside = 2;
+using PairedDifferences = std::array<std::deque<double>, 3>;
 
-// kReplaceRun samples in a row this far from the mean of their mode (a fraction of the mean), on
-// the same side, replace the samples before them: those describe a job that has changed. On the
-// H100 a resnet50 job's first periods (start-up) ran at 1-5 % of its steady speed; kept, they read
-// as a cost of 0.97. A lone sample that far off is left out: production's per-window speed spreads
-// 15-20 % (S5 on the H100, 2026-11-25) and the first window of each of its busy phases is slower
-// still; when one such sample replaced the rest, the mode's cost was unknown again, the shares
-// fell back to equal thirds, and beside a gappy job that running beside cost nothing the
-// opportunistic job was paused or gated most of the time.
-inline constexpr double kReplaceDeviation = 0.5;
-inline constexpr size_t kReplaceRun = 3;
+// A cost is known once its effect is pinned down as well as by this many direct pairs.
+inline constexpr size_t kMinCostSamples = 3;
+// Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
+// reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.
+inline constexpr double kMaxDifference = 1.0;
+
+// Costs of gated and beside (index: RunMode; paused: none, it is the reference); none where not
+// yet known. Pure.
+std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences);
 
 class ConcurrencyBudget {
  public:
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}
 
-  // One sample of production job `job` in `mode`: `work` (kernels completed) over `busy_ns`
-  // (time it had work on the GPU). A sample without work or busy time says nothing.
+  // One measured window of production job `job` in the current period, run in `mode`: `work`
+  // (kernels completed) over `busy_ns` (time it had work on the GPU). A window without work or
+  // busy time says nothing.
   void record_speed(uint64_t job, RunMode mode, double work, double busy_ns);
-  // What the opportunistic jobs launched together over one sample's time in `mode`.
+  // What the opportunistic jobs launched together over one window's time in `mode`.
   void record_gain(RunMode mode, double launches);
   // Drops the production jobs not in `alive`.
   void retain(const std::set<uint64_t>& alive);
+  // Something came between the last period and the next (production idled, the mechanism
+  // changed): the next period is not set against the last, and the current one is dropped.
+  void break_sequence();
 
   ModeMeasures measures() const;
   std::array<double, kRunModes> shares() const;
-  // The mode of the next period, after a period in `finished`: each mode's periods make up its
-  // share, spread evenly (smooth weighted round robin).
+  // Ends the current period, run in `finished`, and returns the mode of the next: each mode's
+  // periods make up its share, spread evenly (smooth weighted round robin).
   RunMode next_period(RunMode finished);
 
  private:
-  using Samples = std::array<std::deque<double>, kRunModes>;
+  struct Period {
+    RunMode mode = RunMode::paused;
+    double work = 0, busy_s = 0;
+  };
+  struct Series {  // one production job's
+    Period current;
+    std::optional<std::pair<RunMode, double>> last;  // the previous period's mode and log speed
+    PairedDifferences differences;
+  };
   void add(std::deque<double>& samples, double value) const;
+  void close_period(Series& series, RunMode finished);
 
   ConcurrencySettings settings_;
-  std::map<uint64_t, Samples> speeds_;    // by production job
-  std::map<uint64_t, Samples> outliers_;  // by production job: the run of far-off samples so far
-  Samples gains_;
+  std::map<uint64_t, Series> series_;  // by production job
+  std::array<std::deque<double>, kRunModes> gains_;
   std::array<double, kRunModes> credit_{};
   std::array<double, kRunModes> ran_{};  // periods run in each mode, decayed (loss_debt)
 };

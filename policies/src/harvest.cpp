@@ -119,11 +119,10 @@ constexpr double kExploreShare = 0.05;
 // few samples and production at 0.908 instead of 0.940.
 constexpr uint32_t kReturnSettlingWindows = 2;
 constexpr uint32_t kLongIdleWindows = 10;
-// Samples of each mode whose mean speed a cost compares (a sample: kSampleWork kernels or the rest
-// of a period, typically one or two 50 ms windows): 16 paused ones span about four paused periods,
-// 16 s of busy production at the least reference share (0.05).
+// Differences between adjacent periods kept per pair of modes (concurrency_budget.h): beside a
+// 5 % reference share, two paused-beside differences every 4 s of busy production, so a cost
+// follows a change of production's load within about half a minute.
 constexpr size_t kCostSamples = 16;
-constexpr uint64_t kSampleWork = 16;
 
 struct OpportunisticJob {
   double carry = 0;
@@ -339,12 +338,10 @@ class HarvestPolicy final : public Policy {
 
   // The concurrency budget (concurrency_budget.h): each busy control period is paused, gated or
   // beside, chosen by the budget; the first window after a change is not measured (opportunistic
-  // kernels queued before it, or their ramp-up, belong to neither mode). A production job's
-  // sample is its work and busy time (from the idle relay; the window's length where it has not
-  // sampled) over consecutive windows of one mode until it reaches kSampleWork kernels, or the
-  // period's end: samples of a window or two rather than of a period, so that a fresh daemon
-  // knows the costs within about a second of busy production (on the H100, with one sample per
-  // period, the benchmark's 6 s windows were spent learning).
+  // kernels queued before it, or their ramp-up, belong to neither mode). A production job's speed
+  // in a period is its work over its busy time (from the idle relay; the window's length where it
+  // has not sampled) in the period's measured windows, and the budget sets each period against
+  // the one just before it.
   void measure_concurrency_window(const DeviceObservation& device) {
     // The settling window counts toward the period's length, so that beside periods take the
     // budget's share of production's time and not more (in a model with a 30 % cost, counting
@@ -372,20 +369,10 @@ class HarvestPolicy final : public Policy {
         continue;
       }
       alive.insert(job.job_id);
-      ProductionJob& state = production_[job.job_id];
-      double& busy = period_busy_ns_[job.job_id];
-      if (!measured) {  // a sample spans measured windows of one mode only
-        state.period_progress = 0;
-        busy = 0;
-        continue;
-      }
-      state.period_progress += state.window_progress;
-      busy += static_cast<double>(job.in_flight_ns.value_or(device.window_ns));
-      if (state.period_progress >= kSampleWork || period_over) {
-        budget_.record_speed(job.job_id, mode_, static_cast<double>(state.period_progress), busy);
-        state.period_progress = 0;
-        busy = 0;
-      }
+      if (!measured) continue;  // the budget's periods hold measured windows of one mode only
+      budget_.record_speed(job.job_id, mode_,
+                           static_cast<double>(production_[job.job_id].window_progress),
+                           static_cast<double>(job.in_flight_ns.value_or(device.window_ns)));
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     budget_.retain(alive);
@@ -489,7 +476,7 @@ class HarvestPolicy final : public Policy {
 
   void reset_period() {
     period_ns_ = 0;
-    period_busy_ns_.clear();
+    budget_.break_sequence();  // with concurrency: what follows is not set against what came before
     period_blocked_ = false;
     period_opportunistic_launches_ = 0;
     for (auto& [id, job] : production_) job.period_progress = 0;
@@ -575,7 +562,6 @@ class HarvestPolicy final : public Policy {
 
   // The period in progress.
   uint64_t period_ns_ = 0;
-  std::map<uint64_t, double> period_busy_ns_;  // with concurrency: each production job's busy time
   bool period_blocked_ = false;
   uint64_t period_opportunistic_launches_ = 0;
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -142,26 +143,73 @@ TEST(ModeShares, ALossAlreadySpentIsPaidBack) {
   EXPECT_EQ(loss_debt({10, 10, 10}, unknown, settings()), 0);
 }
 
-TEST(ModeCost, IsOneLessTheRatioOfMeanSpeeds) {
-  EXPECT_FALSE(mode_cost({100, 100}, {80, 80, 80}));  // two paused samples: no reference yet
-  EXPECT_FALSE(mode_cost({100, 100, 100}, {80, 80}));
-  const auto exact = mode_cost({100, 100, 100}, {80, 80, 80});
-  ASSERT_TRUE(exact);
-  EXPECT_NEAR(exact->harm, 0.2, 1e-12);
-  EXPECT_NEAR(exact->error, 0, 1e-12);
-  const auto noisy = mode_cost({90, 110, 95, 105}, {72, 88, 76, 84});
-  ASSERT_TRUE(noisy);
-  EXPECT_NEAR(noisy->harm, 0.2, 1e-12);
-  EXPECT_GT(noisy->error, 0.02);
-  EXPECT_LT(noisy->error, 0.1);
+PairedDifferences differences(std::deque<double> paused_gated, std::deque<double> paused_beside,
+                               std::deque<double> gated_beside) {
+  PairedDifferences d;
+  d[kPairPausedGated] = std::move(paused_gated);
+  d[kPairPausedBeside] = std::move(paused_beside);
+  d[kPairGatedBeside] = std::move(gated_beside);
+  return d;
+}
+
+TEST(ModeCosts, AreOneLessTheSpeedRatioOfAdjacentPeriods) {
+  const double l8 = std::log(0.8), l9 = std::log(0.9);
+  // Two direct differences: not yet known.
+  EXPECT_FALSE(mode_costs(differences({l9, l9}, {l8, l8}, {}))[kBeside]);
+  const auto exact = mode_costs(differences({l9, l9, l9}, {l8, l8, l8}, {}));
+  ASSERT_TRUE(exact[kBeside] && exact[kGated]);
+  EXPECT_FALSE(exact[kPaused]);
+  EXPECT_NEAR(exact[kBeside]->harm, 0.2, 1e-12);
+  EXPECT_NEAR(exact[kGated]->harm, 0.1, 1e-12);
+  EXPECT_NEAR(exact[kBeside]->error, 0, 1e-12);
+  const auto noisy = mode_costs(differences({}, {l8 - 0.1, l8 + 0.1, l8 - 0.05, l8 + 0.05}, {}));
+  ASSERT_TRUE(noisy[kBeside]);
+  EXPECT_NEAR(noisy[kBeside]->harm, 0.2, 1e-12);
+  EXPECT_GT(noisy[kBeside]->error, 0.02);
+  EXPECT_LT(noisy[kBeside]->error, 0.1);
+  EXPECT_FALSE(noisy[kGated]);  // never next to paused or beside
+}
+
+// The shares leave few gated periods next to paused ones: gated is measured against beside,
+// which is measured against paused.
+TEST(ModeCosts, AModeIsMeasuredThroughTheOther) {
+  const double l8 = std::log(0.8), l6 = std::log(0.6);
+  const std::deque<double> b(6, l8), g_b(6, l8 - l6);
+  // Six and six: as good as three direct differences (each indirect one carries both noises).
+  EXPECT_FALSE(mode_costs(differences({}, {l8, l8, l8}, {l8 - l6, l8 - l6, l8 - l6}))[kGated]);
+  const auto through = mode_costs(differences({}, b, g_b));
+  ASSERT_TRUE(through[kGated]);
+  EXPECT_NEAR(through[kGated]->harm, 0.4, 1e-12);
+  // Direct and indirect evidence that disagree are weighed by their counts.
+  const auto both = mode_costs(differences({0, 0, 0, 0, 0, 0}, {l8, l8, l8}, {l8, l8, l8}));
+  ASSERT_TRUE(both[kGated] && both[kBeside]);
+  EXPECT_GT(both[kGated]->harm, -1e-12);
+  EXPECT_LT(both[kGated]->harm, 0.05);  // six direct differences say 0, three through beside 0
+  EXPECT_NEAR(both[kBeside]->harm, 0.2, 0.05);
+  EXPECT_GT(both[kBeside]->error, 0);  // the three pairs do not agree exactly
+}
+
+// A stalled period (a host-side pause) weighs no more than a factor of e.
+TEST(ModeCosts, OneStalledPeriodIsClipped) {
+  const auto stalled = mode_costs(differences({}, {0, 0, 0, -20}, {}));
+  ASSERT_TRUE(stalled[kBeside]);
+  EXPECT_NEAR(stalled[kBeside]->harm, 1 - std::exp(-kMaxDifference / 4), 1e-12);
+}
+
+// Periods alternating between modes, `work` per second in each; the budget's own choice of the
+// next mode is not followed, so that the test decides the order.
+void period(ConcurrencyBudget& budget, uint64_t job, RunMode mode, double work) {
+  budget.record_speed(job, mode, work / 2, 0.5e9);
+  budget.record_speed(job, mode, work / 2, 0.5e9);
+  budget.next_period(mode);
 }
 
 void measure(ConcurrencyBudget& budget, uint64_t job, double paused, double gated,
              double beside) {
   for (int i = 0; i < 4; ++i) {
-    budget.record_speed(job, RunMode::paused, paused, 1e9);
-    budget.record_speed(job, RunMode::gated, gated, 1e9);
-    budget.record_speed(job, RunMode::beside, beside, 1e9);
+    period(budget, job, RunMode::paused, paused);
+    period(budget, job, RunMode::gated, gated);
+    period(budget, job, RunMode::beside, beside);
   }
 }
 
@@ -172,9 +220,10 @@ TEST(ConcurrencyBudget, SpreadsEachModesPeriodsEvenly) {
     budget.record_gain(RunMode::gated, 13);
     budget.record_gain(RunMode::beside, 50);
   }
+  RunMode mode = RunMode::paused;
+  for (int i = 0; i < 400; ++i) mode = budget.next_period(mode);  // the learning's debt repaid
   const auto shares = budget.shares();
   std::array<int, kRunModes> count{};
-  RunMode mode = RunMode::paused;
   for (int i = 0; i < 800; ++i) ++count[static_cast<size_t>(mode = budget.next_period(mode))];
   for (size_t m = 0; m < kRunModes; ++m) EXPECT_NEAR(count[m], 800 * shares[m], 1.5);
   // And spread: no run of paused periods much longer than the share implies.
@@ -199,43 +248,53 @@ TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten)
   EXPECT_FALSE(budget.measures().cost[kBeside]);
 }
 
-// A production job's start-up samples (on the H100: 1-5 % of its steady speed) must not stand
-// for its cost: a run of steady samples in a mode replaces them.
-TEST(ConcurrencyBudget, AJobThatChangedReplacesItsOlderSamples) {
+// Production's speed wanders far more between periods seconds apart than between adjacent ones
+// (on the H100: 0.21 against 0.085 in log speed). Here it doubles over the run while running
+// beside costs it 10 %: set against the period before, the cost is read exactly, where the mean of
+// the paused periods against the mean of the beside ones would be off by the drift.
+TEST(ConcurrencyBudget, ADriftingSpeedCancelsInEachDifference) {
   ConcurrencyBudget budget(settings());
-  measure(budget, 1, 2000, 2000, 50);
-  EXPECT_GT(budget.measures().cost[kBeside]->harm, 0.9);
-  budget.record_speed(1, RunMode::beside, 1950, 1e9);
-  budget.record_speed(1, RunMode::beside, 1990, 1e9);
-  EXPECT_GT(budget.measures().cost[kBeside]->harm, 0.9);  // two could be chance
-  budget.record_speed(1, RunMode::beside, 1970, 1e9);
-  ASSERT_TRUE(budget.measures().cost[kBeside]);  // measured afresh, never unknown
-  EXPECT_LT(budget.measures().cost[kBeside]->harm, 0.05);
+  double speed = 1000;
+  for (int i = 0; i < 60; ++i) {
+    const RunMode mode = i % 10 == 0 ? RunMode::paused : i % 10 == 5 ? RunMode::gated : RunMode::beside;
+    const double cost = mode == RunMode::beside ? 0.1 : mode == RunMode::gated ? 0.3 : 0;
+    period(budget, 1, mode, speed * (1 - cost));
+    speed *= 1.012;
+  }
+  const ModeMeasures m = budget.measures();
+  ASSERT_TRUE(m.cost[kBeside] && m.cost[kGated]);
+  // The drift within one period's step (1.2 %) is all that is left.
+  EXPECT_NEAR(m.cost[kBeside]->harm, 0.1, 0.015);
+  EXPECT_NEAR(m.cost[kGated]->harm, 0.3, 0.015);
 }
 
-// A lone far-off sample (the first window of a busy phase, a stall) neither moves a mode's cost
-// nor makes it unknown, and far-off samples on both sides are no run.
-TEST(ConcurrencyBudget, ALoneOutlierIsLeftOut) {
+// Nothing is set against a period before an idle phase or a change of mechanism, nor against a
+// period that was not measured.
+TEST(ConcurrencyBudget, APeriodIsSetOnlyAgainstTheOneJustBefore) {
   ConcurrencyBudget budget(settings());
-  measure(budget, 1, 1000, 1000, 900);
-  budget.record_speed(1, RunMode::beside, 100, 1e9);
-  budget.record_speed(1, RunMode::paused, 100, 1e9);
-  budget.record_speed(1, RunMode::beside, 2000, 1e9);
-  budget.record_speed(1, RunMode::beside, 150, 1e9);
+  for (int i = 0; i < 5; ++i) {
+    period(budget, 1, RunMode::paused, 1000);
+    budget.break_sequence();  // production idled: its next phase may run at another speed
+    period(budget, 1, RunMode::beside, 500);
+    budget.next_period(RunMode::gated);  // no window of job 1 measured
+  }
+  EXPECT_FALSE(budget.measures().cost[kBeside]);
+  for (int i = 0; i < 3; ++i) {
+    period(budget, 1, RunMode::paused, 1000);
+    period(budget, 1, RunMode::beside, 900);
+  }
   ASSERT_TRUE(budget.measures().cost[kBeside]);
   EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.1, 1e-9);
-  budget.record_speed(1, RunMode::beside, 900, 1e9);  // ends the run
-  budget.record_speed(1, RunMode::beside, 120, 1e9);
-  budget.record_speed(1, RunMode::beside, 130, 1e9);
-  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.1, 1e-9);
 }
 
-TEST(ConcurrencyBudget, ASampleWithoutWorkOrBusyTimeSaysNothing) {
+TEST(ConcurrencyBudget, AWindowWithoutWorkOrBusyTimeSaysNothing) {
   ConcurrencyBudget budget(settings());
   for (int i = 0; i < 3; ++i) {
     budget.record_speed(1, RunMode::paused, 0, 1e9);
+    budget.next_period(RunMode::paused);
     budget.record_speed(1, RunMode::beside, 100, 0);
-    budget.record_speed(1, RunMode::gated, 100, 1e9);
+    budget.next_period(RunMode::beside);
+    period(budget, 1, RunMode::gated, 100);
   }
   EXPECT_FALSE(budget.measures().cost[kBeside]);
   EXPECT_FALSE(budget.measures().cost[kGated]);
@@ -257,6 +316,10 @@ struct Case {
   // First, production busy this many windows while the opportunistic job, registered, idles
   // (starting up); the phases follow.
   int idle_windows = 0;
+  // Production's speed also wanders slowly, in every mode: the log of its speed follows a
+  // mean-reverting walk with this standard deviation and a correlation time of 2 s (on the H100
+  // about 0.2: resnet50 b8 training beside an MPS client).
+  double drift = 0;
 };
 struct Outcome {
   double production = 0;     // production's mean speed over its solo speed
@@ -273,6 +336,9 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   constexpr double kSpeed = 20'000;  // kernels per busy second, solo
   std::mt19937 random(7);
   std::uniform_real_distribution<double> noise(1 - c.spread, 1 + c.spread);
+  std::normal_distribution<double> step(0, 1);
+  constexpr double kDriftWindows = 40;
+  double wander = 0;  // log of the drift's factor
   Gate opportunistic_gate{.job_id = 2, .paused = true};
   double relative_speed = 0, gain = 0;  // summed over the windows measured
   int windows = 0;
@@ -294,7 +360,8 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
                                                       : c.beside_gain;
     const bool ramp = c.phase_windows && in_phase < c.ramp_windows;
     const double slow = (c.slow_window && t % c.slow_window == 0) || ramp ? 0.3 : 1.0;
-    const double speed = kSpeed * (1 - cost) * noise(random) * slow;
+    wander += -wander / kDriftWindows + c.drift * std::sqrt(2 / kDriftWindows) * step(random);
+    const double speed = kSpeed * (1 - cost) * noise(random) * slow * std::exp(wander);
     const double busy_s = c.closed_loop ? 0.05 : std::min(0.05, 0.02 * kSpeed / speed);
     const double work = busy ? speed * busy_s : 0;
     DeviceObservation d{.now_ns = t * kWindowNs, .window_ns = kWindowNs};
@@ -339,6 +406,28 @@ TEST(HarvestConcurrency, HarmlessConcurrencyRunsBesideProductionAlmostAlways) {
   const Outcome outcome = run_concurrency({0.02, 0.3, 0.0, 0.8});
   EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
   EXPECT_GE(outcome.production, 0.97);
+}
+
+// As on the H100 (2026-11-26, resnet50 b8 training beside an MPS client): production's speed
+// wanders by about 20 % over seconds in every mode. Set against a paused reference averaged over
+// the last 20 s, running beside read a cost of 15-20 % where it cost 4 %, and the opportunistic
+// job was paused a quarter of production's busy time (0.48 of its solo speed, MPS client priority
+// alone 0.73). Each period set against the one before it, the drift cancels.
+TEST(HarvestConcurrency, ProductionsWanderingSpeedDoesNotReadAsACost) {
+  Case c{0.02, 0.3, 0.0, 0.8};
+  c.drift = 0.2;
+  const Outcome outcome = run_concurrency(c, 120, 20);
+  EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
+  EXPECT_GE(outcome.production, 0.97);
+}
+
+// The same wander beside a job that running beside costs 20 %: still rationed to the target.
+TEST(HarvestConcurrency, ProductionsWanderingSpeedDoesNotHideACost) {
+  Case c{0.25, 0.13, 0.2, 0.5};
+  c.drift = 0.2;
+  const Outcome outcome = run_concurrency(c, 120, 20);
+  EXPECT_GE(outcome.production, 0.95 - 0.01);
+  EXPECT_GT(outcome.opportunistic, 0.5 * 0.1);
 }
 
 // As on the H100: production's speed per window spreads +-30 % (sd 17 %) and the first window of
@@ -424,7 +513,7 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
 TEST(HarvestConcurrency, ACostWithinTheTargetIsNotThrottled) {
   const Outcome outcome = run_concurrency({0.3, 0.1, 0.04, 0.85});
   EXPECT_GE(outcome.opportunistic, 0.8 * 0.85);
-  EXPECT_GE(outcome.production, 0.95);
+  EXPECT_GE(outcome.production, 0.95 - 0.005);  // the target spent, not more
 }
 
 // Saturating production that every mode slows: the opportunistic job gets what keeps production
