@@ -156,7 +156,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                             observation.jobs[i].in_flight_ns
                                 ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
                                 : std::string());
-      spdlog::trace("tick device={} window={}us{}", device, observation.window_ns / 1000, line);
+      const std::string why = slot->policy->explain();
+      spdlog::trace("tick device={} window={}us{}{}{}", device, observation.window_ns / 1000, line,
+                    why.empty() ? "" : " ", why);
     }
     status_[device] = status_of(*slot->policy, observation, gates);
     RelayedDevice idle;

@@ -22,8 +22,10 @@
 // limit in force before the idle phase applies from the very next window.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "catalog.h"
@@ -177,6 +179,31 @@ class HarvestPolicy final : public Policy {
       loss += shares[m] * std::max(0.0, measures.cost[m]->harm);
     }
     return 1 - loss;
+  }
+
+  // With concurrency: each mode's cost to production (± its error, "?" until measured), its gain
+  // and its share of production's busy time, e.g. "budget gated=0.03±0.02/41:0.05
+  // beside=0.12±0.05/480:0.40".
+  std::string explain() const override {
+    if (!concurrency_) return {};
+    const ModeMeasures measures = budget_.measures();
+    const std::array<double, kRunModes> shares = budget_.shares();
+    std::string text = "budget";
+    for (RunMode m : {RunMode::gated, RunMode::beside}) {
+      const size_t i = static_cast<size_t>(m);
+      const auto& cost = measures.cost[i];
+      const auto& gain = measures.gain[i];
+      char part[96];
+      std::snprintf(part, sizeof part, " %s=", m == RunMode::gated ? "gated" : "beside");
+      text += part;
+      if (cost) std::snprintf(part, sizeof part, "%.3f±%.3f", cost->harm, cost->error);
+      text += cost ? part : "?";
+      if (gain) std::snprintf(part, sizeof part, "/%.0f", *gain);
+      text += gain ? part : "/?";
+      std::snprintf(part, sizeof part, ":%.2f", shares[i]);
+      text += part;
+    }
+    return text;
   }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {

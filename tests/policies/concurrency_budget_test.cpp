@@ -541,6 +541,16 @@ TEST(HarvestConcurrency, AServersCostIsReadInItsBusyTime) {
   EXPECT_GE(mixed.opportunistic, 0.8 * 0.4 * 0.95);  // at least most of gating's whole harvest
 }
 
+// The trace names what the budget's decision rested on: each mode's cost, gain and share.
+TEST(HarvestConcurrency, ExplainsItsShares) {
+  auto law = make_policy("harvest", {});
+  ASSERT_TRUE(law.policy);
+  EXPECT_EQ(law.policy->explain(), "");  // the rate law: its gates say it all
+  auto made = make_policy("harvest", {{"concurrency", 1}});
+  ASSERT_TRUE(made.policy);
+  EXPECT_EQ(made.policy->explain(), "budget gated=?/?:0.33 beside=?/?:0.33");
+}
+
 TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
   EXPECT_FALSE(make_policy("harvest", {{"concurrency", 1}}, {.kernel_idle_gating = false}).policy);
   EXPECT_NE(make_policy("harvest", {{"reference_share", 0.9}}).error.find("out of range"),
