@@ -220,9 +220,17 @@ class HarvestPolicy final : public Policy {
       on_production_idle(device);
     } else if (production_idle_) {
       production_idle_ = false;  // back: this window is mixed, measure from the next
-      reset_period();
-      if (concurrency_ && idle_phase_windows_ >= kLongIdleWindows)
+      // With concurrency, after a long idle phase production ramps up: what follows is not set
+      // against the periods before it. After a short one (a server between requests) it runs as
+      // before, and the period goes on across the gap: a server busy one window in four (the
+      // simulator's idle_gaps trace) never completed a period when each gap ended it, and the
+      // costs were never measured.
+      const bool long_idle = idle_phase_windows_ >= kLongIdleWindows;
+      if (!concurrency_ || long_idle) reset_period();
+      if (concurrency_ && long_idle) {
         settling_windows_ = kReturnSettlingWindows;
+        budget_.break_sequence();
+      }
     } else {
       measure_window(device);
     }
@@ -273,6 +281,7 @@ class HarvestPolicy final : public Policy {
     gating_ = true;
     gap_busy_ns_ = gap_window_ns_ = 0;
     reset_period();
+    budget_.break_sequence();
   }
 
   // Kernel gating while production leaves gaps (production_idle_only: the opportunistic jobs run
@@ -323,7 +332,7 @@ class HarvestPolicy final : public Policy {
 
   void on_production_idle(const DeviceObservation& device) {
     if (!production_idle_) {
-      reset_period();
+      if (!concurrency_) reset_period();  // the budget's period resumes when production is back
       idle_phase_windows_ = 0;
     }
     ++idle_phase_windows_;
@@ -503,7 +512,6 @@ class HarvestPolicy final : public Policy {
 
   void reset_period() {
     period_ns_ = 0;
-    budget_.break_sequence();  // with concurrency: what follows is not set against what came before
     period_blocked_ = false;
     period_opportunistic_launches_ = 0;
     for (auto& [id, job] : production_) job.period_progress = 0;

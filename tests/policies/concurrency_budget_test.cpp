@@ -311,6 +311,7 @@ struct Case {
   double spread = 0.1;     // each window's speed: uniform within +-spread of its mode's
   int slow_window = 0;     // every this many windows one at 0.3 of the speed (a phase's start)
   int phase_windows = 0;   // production busy this many windows, then idle as many (0: always busy)
+  int gap_windows = 0;     // with phase_windows: idle this many windows instead
   int ramp_windows = 0;    // the first windows of each busy phase at 0.3 of the speed, every mode
   bool on_mps = false;     // concurrency=2 (the installed default) with an MPS client
   // First, production busy this many windows while the opportunistic job, registered, idles
@@ -345,8 +346,9 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   for (int t = 0; t < seconds * 20; ++t) {
     const bool starting = t < c.idle_windows;  // idle by its own choice: no launch, no wait
     const int after_start = t - c.idle_windows;
+    const int cycle = c.phase_windows + (c.gap_windows ? c.gap_windows : c.phase_windows);
     const int in_phase = starting          ? c.phase_windows
-                         : c.phase_windows ? after_start % (2 * c.phase_windows)
+                         : c.phase_windows ? after_start % cycle
                                            : t;
     const bool busy = starting || !c.phase_windows || in_phase < c.phase_windows;
     const RunMode mode = opportunistic_gate.paused                 ? RunMode::paused
@@ -461,6 +463,19 @@ TEST(HarvestConcurrency, APhasesRampUpIsNotTheReference) {
   c.ramp_windows = 4;
   const Outcome outcome = run_concurrency(c, 120, 20);
   EXPECT_GE(outcome.production, 0.95);  // 0.942 when the ramp-up was measured
+}
+
+// A server between requests: busy 100 ms, idle 200 ms (each gap long enough for the daemon to see
+// production idle). A budget period goes on across such a short gap and is set against the one
+// before it: when each gap ended the period (the first window of each busy phase is not measured,
+// so a period never filled) the mode never changed and the opportunistic job got 0.15.
+TEST(HarvestConcurrency, ShortGapsDoNotStopTheMeasuring) {
+  Case c{0.02, 0.3, 0.0, 0.8};
+  c.phase_windows = 2;
+  c.gap_windows = 4;
+  const Outcome outcome = run_concurrency(c, 120, 20);
+  EXPECT_GE(outcome.opportunistic, 0.6 * 0.8);  // 0.52; 0.15 when each gap ended the period
+  EXPECT_GE(outcome.production, 0.97);
 }
 
 // S5 on the H100: production 1 s busy, 1 s idle, noisy, its first two windows of each busy phase
