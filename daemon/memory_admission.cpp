@@ -197,12 +197,12 @@ void Server::check_declarations(Clock::time_point now) {
 }
 
 void Server::answer_memory(uint64_t job_id, int fd, bool admitted) {
-  auto it = connections_.find(fd);
-  if (it == connections_.end() || it->second.job_id != job_id) return;  // gone meanwhile
+  Connection* c = connections_.find(fd);
+  if (!c || c->job_id != job_id) return;  // gone meanwhile
   protocol::MemReply answer{static_cast<uint32_t>(admitted ? protocol::MemStatus::admitted
                                                            : protocol::MemStatus::refused),
                             0};
-  reply(it->second, protocol::MessageType::mem_reply, &answer, sizeof answer);
+  reply(*c, protocol::MessageType::mem_reply, &answer, sizeof answer);
 }
 
 void Server::memory_released(Job&, int) {

@@ -180,10 +180,12 @@ void Server::accept_clients() {
     }
     c.admin = may_administer(config_, c.peer).allowed;
     c.last_active = Clock::now();
-    std::optional<std::string> refusal = refuse_connection(limits_, count_for(c.peer), c.admin);
+    std::optional<std::string> refusal =
+        refuse_connection(limits_, connections_.counts_for(c.peer), c.admin);
     if (refusal && !reaped) {  // once per round: connections that left may have made room
       reaped = true;
-      if (reap_hung_up() > 0) refusal = refuse_connection(limits_, count_for(c.peer), c.admin);
+      if (reap_hung_up() > 0)
+        refusal = refuse_connection(limits_, connections_.counts_for(c.peer), c.admin);
     }
     if (refusal) {
       warn_limited(
@@ -198,16 +200,15 @@ void Server::accept_clients() {
       ::close(fd);
       continue;
     }
-    count_connection(c, +1);
-    connections_.emplace(fd, std::move(c));
+    connections_.add(std::move(c));
   }
 }
 
 void Server::read_client(int fd) {
   for (int frame = 0; frame < kFramesPerWakeup; ++frame) {
-    auto it = connections_.find(fd);
-    if (it == connections_.end()) return;
-    Connection& c = it->second;
+    Connection* found = connections_.find(fd);
+    if (!found) return;
+    Connection& c = *found;
     protocol::Received r =
         protocol::receive_frame(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
     const ssize_t n = r.bytes;
@@ -292,7 +293,7 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
     }
     case MessageType::ctl_request:
       if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
-      if (c.role != Role::ctl) set_role(c, Role::ctl);
+      if (c.role != Role::ctl) connections_.set_role(c, Role::ctl);
       if (answer_mps_ctl(c, payload, h.length)) return;
       return on_ctl(c, payload, h.length);
     default:
@@ -302,9 +303,9 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
 }
 
 void Server::drop(int fd, const std::string& why) {
-  auto it = connections_.find(fd);
-  if (it == connections_.end()) return;
-  const Connection& c = it->second;
+  const Connection* found = connections_.find(fd);
+  if (!found) return;
+  const Connection& c = *found;
   const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr;
   // Keyed by uid and the kind of reason: a client that keeps sending garbage writes a few lines
   // and then one "suppressed N" summary per window.
@@ -313,21 +314,21 @@ void Server::drop(int fd, const std::string& why) {
                    (job ? " job=" + log_text(job->name) : std::string()) + ": " + why);
   ++dropped_clients_;
   if (job) registry_.remove(c.job_id);
-  forget_connection(it);
+  forget_connection(fd);
   if (job) notify_status();
 }
 
 void Server::disconnect(int fd) {
-  auto it = connections_.find(fd);
-  if (it == connections_.end()) return;
-  const Connection& c = it->second;
+  const Connection* found = connections_.find(fd);
+  if (!found) return;
+  const Connection& c = *found;
   if (const Job* job = c.job_id ? registry_.find(c.job_id) : nullptr) {
     spdlog::info("unregister pid={} job={} id={}: connection closed", c.peer.pid,
                  log_text(job->name), job->id);
     registry_.remove(c.job_id);
   }
   bool had_job = c.job_id != 0;
-  forget_connection(it);
+  forget_connection(fd);
   if (had_job) notify_status();
 }
 

@@ -18,6 +18,7 @@
 #include "authorization.h"
 #include "config.h"
 #include "connection_limits.h"
+#include "connection_table.h"
 #include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
@@ -31,15 +32,6 @@
 
 namespace gpushare::daemon {
 
-struct Connection {
-  enum class Role { unknown, shim, ctl };
-  int fd = -1;
-  Peer peer;
-  Role role = Role::unknown;
-  uint64_t job_id = 0;  // when role == shim
-  bool admin = false;   // root or admin_group at connect time: may use the reserved slots
-  std::chrono::steady_clock::time_point last_active;  // accepted, or its last frame
-};
 
 class Server {
  public:
@@ -63,12 +55,9 @@ class Server {
   bool open();
   void accept_clients();
   // connections.cpp: the limits on who may hold how many connections (connection_limits.h).
-  ConnectionCounts count_for(const Peer& peer) const;
-  void count_connection(const Connection& c, int delta);
-  void set_role(Connection& c, Connection::Role role);
   size_t reap_hung_up();
   void close_idle_connections(Clock::time_point now);
-  void forget_connection(std::unordered_map<int, Connection>::iterator it);
+  void forget_connection(int fd);  // out of epoll, closed, out of the table
   // A warning keyed by client and reason, rate-limited by log_limiter_ (log_limiter.h).
   void warn_limited(const std::string& key, const std::string& line);
   void read_client(int fd);
@@ -149,7 +138,7 @@ class Server {
   uint64_t nvml_seen_ = 0;             // the last reading applied
   DeclarationAudit declaration_audit_;
   PolicyChoice choice_for(int device) const;
-  std::unordered_map<int, Connection> connections_;
+  ConnectionTable connections_;  // connection_table.h
   std::vector<uint8_t> buffer_;  // one received frame
   int epoll_ = -1;
   int listener_ = -1;
@@ -164,11 +153,6 @@ class Server {
   uint64_t dropped_clients_ = 0;
   // Connections: limits from max_clients, counts kept as connections come, change role and go.
   ConnectionLimits limits_;
-  struct UidConnections {
-    size_t total = 0, unregistered = 0;
-  };
-  std::unordered_map<uid_t, UidConnections> connections_by_uid_;
-  size_t unregistered_ = 0;  // of non-admin peers
   Clock::time_point last_idle_check_;
   Clock::time_point last_expiry_check_;
   LogLimiter log_limiter_;

@@ -130,7 +130,7 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
     return;                 // the client went away before its reply: nothing registered
   job.block.close_memfd();  // the shim holds its own descriptor now; our mapping stays
 
-  set_role(c, Connection::Role::shim);
+  connections_.set_role(c, Connection::Role::shim);
   c.job_id = job.id;
   spdlog::info("register pid={} uid={} gid={} job={}{} class={} requested={} devices={} id={}{}",
                c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), pod_text(job.peer.pod),
