@@ -102,9 +102,7 @@ void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
 }
 
 json Server::ctl_status() {
-  std::set<int> devices;
-  for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
-  for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
+  std::set<int> devices = policies_.devices();
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
   for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
   // A job registered for "any device" that holds no memory yet is scheduled on device 0
@@ -129,8 +127,8 @@ json Server::ctl_status() {
     std::string uuid = inventory_.uuid_text(d);
     device_list.push_back({{"device", d},
                            {"uuid", uuid.empty() ? json(nullptr) : json(uuid)},
-                           {"policy", policy_for(d)},
-                           {"parameters", effective_parameters(choice_for(d))},
+                           {"policy", policies_.policy_for(d)},
+                           {"parameters", effective_parameters(policies_.choice_for(d))},
                            {"capacity_bytes", capacity ? json(*capacity) : json(nullptr)},
                            {"jobs", jobs},
                            {"kernels_per_s", rate},
@@ -309,10 +307,9 @@ json Server::ctl_policy(const Peer& caller, const json& request) {
   // The registry validates names and ranges; a refused choice leaves the current policy in force.
   policies::MakePolicyResult made = policies::make_policy(name, parameters, kShimCapabilities);
   if (!made.policy) return failure("policy " + name + ": " + made.error);
-  std::string from = policy_for(static_cast<int>(device));
-  runtime_policies_[static_cast<int>(device)] = name;
-  runtime_parameters_[static_cast<int>(device)] = parameters;
-  json in_force = effective_parameters(choice_for(static_cast<int>(device)));
+  std::string from = policies_.policy_for(static_cast<int>(device));
+  policies_.choose(static_cast<int>(device), name, parameters);
+  json in_force = effective_parameters(policies_.choice_for(static_cast<int>(device)));
   spdlog::info("policy device={} {} -> {} {} by pid={} uid={}", device, from, name, in_force.dump(),
                caller.pid, caller.uid);
   return {

@@ -70,9 +70,7 @@ void Server::publish_metrics() {
   s.protocol_errors = dropped_clients_;
   s.counters = counters_;
 
-  std::set<int> devices;
-  for (const auto& [device, policy] : config_.device_policies) devices.insert(device);
-  for (const auto& [device, policy] : runtime_policies_) devices.insert(device);
+  std::set<int> devices = policies_.devices();
   for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
   for (const auto& [device, status] : scheduler_.device_status()) devices.insert(device);
   for (auto& [id, job] : registry_.jobs()) {
@@ -82,7 +80,7 @@ void Server::publish_metrics() {
   for (int device : devices) {
     DeviceSample d;
     d.device = device;
-    d.policy = policy_for(device);
+    d.policy = policies_.policy_for(device);
     if (auto it = scheduler_.device_status().find(device); it != scheduler_.device_status().end()) {
       d.opportunistic_limit_per_second = it->second.opportunistic_limit_per_second;
       d.production_progress = it->second.production_progress;

@@ -48,6 +48,7 @@ Server::Server(Config config, std::string config_path)
       config_path_(std::move(config_path)),
       buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1) {
   limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
+  policies_.configure(config_);
 }
 
 Server::~Server() {
@@ -361,7 +362,7 @@ void Server::tick() {
   }
   Clock::time_point now = Clock::now();
   registry_.sample(now);
-  scheduler_.tick(registry_, now, [this](int device) { return choice_for(device); });
+  scheduler_.tick(registry_, now, [this](int device) { return policies_.choice_for(device); });
   // The idle relay runs only while some job is idle-gated (Gate::production_idle_only) or some
   // policy measures production's busy time (Gate::measure_production).
   if (scheduler_.relaying() != relay_armed_) {
@@ -429,10 +430,9 @@ ConfigResult Server::reload() {
   if (next.tick != config_.tick) arm_timer(timer_, next.tick);
   mps_.reload(next.mps);
   set_log_level(log_level_override_.empty() ? next.log_level : log_level_override_);
-  runtime_policies_.clear();  // the file decides again; documented in docs/daemon.md
-  runtime_parameters_.clear();
   for (const std::string& w : config_warnings(next)) spdlog::warn("config {}: {}", config_path_, w);
   config_ = std::move(next);
+  policies_.configure(config_);  // the file decides again; documented in docs/daemon.md
   limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
   result.config = config_;
   ++counters_.reloads;
@@ -446,23 +446,5 @@ void Server::notify_status() {
   sd_notifyf(0, "STATUS=%zu jobs registered", registry_.size());
 }
 
-PolicyChoice Server::choice_for(int device) const {
-  PolicyChoice choice{policy_for(device), {}};
-  if (auto it = runtime_policies_.find(device); it != runtime_policies_.end()) {
-    auto p = runtime_parameters_.find(device);
-    if (p != runtime_parameters_.end()) choice.parameters = p->second;
-  } else if (auto p = config_.policy_parameters.find(choice.name);
-             p != config_.policy_parameters.end()) {
-    choice.parameters = p->second;
-  }
-  return choice;
-}
-
-std::string Server::policy_for(int device) const {
-  if (auto it = runtime_policies_.find(device); it != runtime_policies_.end()) return it->second;
-  if (auto it = config_.device_policies.find(device); it != config_.device_policies.end())
-    return it->second;
-  return config_.default_policy;
-}
 
 }  // namespace gpushare::daemon

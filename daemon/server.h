@@ -27,6 +27,7 @@
 #include "memory_trace.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
+#include "policy_table.h"
 #include "registry.h"
 #include "scheduler.h"
 
@@ -71,7 +72,6 @@ class Server {
              int pass_fd = -1);
   ConfigResult reload();
   void notify_status();
-  std::string policy_for(int device) const;
 
   // shim_session.cpp: registration and memory declarations.
   void on_register(Connection& c, const protocol::RegisterRequest& r);
@@ -129,15 +129,13 @@ class Server {
   std::string socket_path_;  // fixed at start; a changed socket.path needs a restart
   bool socket_activated_ = false;
   Registry registry_;
-  std::map<int, std::string> runtime_policies_;  // set by `gpusharectl policy`, until reload
-  std::map<int, policies::Parameters> runtime_parameters_;  // with runtime_policies_
+  PolicyTable policies_;  // each device's policy: the file's or gpusharectl's (policy_table.h)
   Scheduler scheduler_;
   MemoryBroker memory_;
   MemoryTrace memory_trace_;  // memory.trace: what gpushare-sim's memory model replays
   std::unique_ptr<NvmlSampler> nvml_;  // declarations checked against real use (memory_audit.h)
   uint64_t nvml_seen_ = 0;             // the last reading applied
   DeclarationAudit declaration_audit_;
-  PolicyChoice choice_for(int device) const;
   ConnectionTable connections_;  // connection_table.h
   std::vector<uint8_t> buffer_;  // one received frame
   int epoll_ = -1;
