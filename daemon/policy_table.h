@@ -28,7 +28,7 @@ class PolicyTable {
 
  private:
   std::string default_policy_ = "none";
-  std::map<int, std::string> device_policies_;                  // from the file
+  std::map<int, std::string> device_policies_;                   // from the file
   std::map<std::string, policies::Parameters> file_parameters_;  // from the file, by policy
   std::map<int, PolicyChoice> chosen_;                           // by gpusharectl, until reload
 };

@@ -446,5 +446,4 @@ void Server::notify_status() {
   sd_notifyf(0, "STATUS=%zu jobs registered", registry_.size());
 }
 
-
 }  // namespace gpushare::daemon

@@ -33,7 +33,6 @@
 
 namespace gpushare::daemon {
 
-
 class Server {
  public:
   // `config_path` is re-read on SIGHUP and `gpusharectl reload`.

@@ -77,7 +77,8 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
   }
   if (det <= 0) return costs;  // gated against beside only: neither against paused
   const double r_g = n[0] * mean[0] - n[2] * mean[2], r_b = n[1] * mean[1] + n[2] * mean[2];
-  const double effect_g = (a_bb * r_g - a_gb * r_b) / det, effect_b = (a_gg * r_b - a_gb * r_g) / det;
+  const double effect_g = (a_bb * r_g - a_gb * r_b) / det,
+               effect_b = (a_gg * r_b - a_gb * r_g) / det;
   const double spread = variance({effect_g, effect_b, effect_b - effect_g}, 2);
   costs[index(RunMode::gated)] = cost(effect_g, a_bb / det, spread);
   costs[index(RunMode::beside)] = cost(effect_b, a_gg / det, spread);
@@ -208,7 +209,8 @@ void ConcurrencyBudget::close_period(Series& series, RunMode finished) {
   if (series.last && series.last->first != finished) {
     const auto [earlier, earlier_speed] = *series.last;
     const bool ordered = index(earlier) < index(finished);
-    const size_t low = index(ordered ? earlier : finished), high = index(ordered ? finished : earlier);
+    const size_t low = index(ordered ? earlier : finished),
+                 high = index(ordered ? finished : earlier);
     const double difference = ordered ? speed - earlier_speed : earlier_speed - speed;
     add(series.differences[low + high - 1], difference);  // (0,1), (0,2), (1,2): 0, 1, 2
   }
@@ -235,7 +237,8 @@ ModeMeasures ConcurrencyBudget::measures() const {
     }
   }
   for (RunMode m : {RunMode::gated, RunMode::beside})
-    if (gains_[index(m)].size() >= kMinCostSamples) result.gain[index(m)] = moments(gains_[index(m)]).mean;
+    if (gains_[index(m)].size() >= kMinCostSamples)
+      result.gain[index(m)] = moments(gains_[index(m)]).mean;
   result.cost[index(RunMode::paused)] = ModeCost{};
   result.gain[index(RunMode::paused)] = 0.0;
   return result;

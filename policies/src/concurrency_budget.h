@@ -15,12 +15,12 @@
 // three modes, each production job's speed on the GPU (kernels completed per second it had work
 // in flight: throughput for a GPU-bound loop, latency per request for a server) in each period is
 // set against its speed in the period before (mode_costs, below), and what the opportunistic jobs
-// launched is averaged per mode. A mode's cost is 1 - its speed over the paused one. A cost that, taken `noise_margin` standard errors low, fits the target over all
-// the time the mode could get is charged that low value (a loss the measurements cannot tell from
-// noise does not throttle: on the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken
-// high held the opportunistic job to 0.28 of its solo rate where MPS client priority alone gave
-// 0.86 with production at 1.06); any other cost is taken that many standard errors high. The
-// shares then maximise the
+// launched is averaged per mode. A mode's cost is 1 - its speed over the paused one. A cost that,
+// taken `noise_margin` standard errors low, fits the target over all the time the mode could get
+// is charged that low value (a loss the measurements cannot tell from noise does not throttle: on
+// the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken high held the opportunistic
+// job to 0.28 of its solo rate where MPS client priority alone gave 0.86 with production at
+// 1.06); any other cost is taken that many standard errors high. The shares then maximise the
 // opportunistic gain with the production loss sum(share x cost) within 1 - target: the modes in
 // order of gain per cost, each given what the remaining budget allows (a fractional knapsack),
 // the reference keeping `reference_share`, and a mode that could still get time at least

@@ -88,10 +88,10 @@ TEST(ConnectionTable, AReusedDescriptorReplacesTheOldConnection) {
 TEST(ConnectionTable, QuietConnectionsAreThoseNotShimsSilentForTheTimeout) {
   const auto t0 = std::chrono::steady_clock::time_point{} + 100s;
   ConnectionTable table;
-  table.add(of(3, 1000, false, t0));        // never registered
-  table.add(of(4, 1000, false, t0));        // a shim: quiet is normal
-  table.add(of(5, 1000, false, t0 + 4s));   // recent
-  table.add(of(6, 1000, false, t0));        // a ctl that asked nothing more
+  table.add(of(3, 1000, false, t0));       // never registered
+  table.add(of(4, 1000, false, t0));       // a shim: quiet is normal
+  table.add(of(5, 1000, false, t0 + 4s));  // recent
+  table.add(of(6, 1000, false, t0));       // a ctl that asked nothing more
   table.set_role(*table.find(4), Role::shim);
   table.set_role(*table.find(6), Role::ctl);
   std::vector<int> quiet = table.quiet(t0 + 5s, kHandshakeTimeout);

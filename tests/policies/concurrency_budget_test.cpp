@@ -144,7 +144,7 @@ TEST(ModeShares, ALossAlreadySpentIsPaidBack) {
 }
 
 PairedDifferences differences(std::deque<double> paused_gated, std::deque<double> paused_beside,
-                               std::deque<double> gated_beside) {
+                              std::deque<double> gated_beside) {
   PairedDifferences d;
   d[kPairPausedGated] = std::move(paused_gated);
   d[kPairPausedBeside] = std::move(paused_beside);
@@ -256,7 +256,9 @@ TEST(ConcurrencyBudget, ADriftingSpeedCancelsInEachDifference) {
   ConcurrencyBudget budget(settings());
   double speed = 1000;
   for (int i = 0; i < 60; ++i) {
-    const RunMode mode = i % 10 == 0 ? RunMode::paused : i % 10 == 5 ? RunMode::gated : RunMode::beside;
+    const RunMode mode = i % 10 == 0   ? RunMode::paused
+                         : i % 10 == 5 ? RunMode::gated
+                                       : RunMode::beside;
     const double cost = mode == RunMode::beside ? 0.1 : mode == RunMode::gated ? 0.3 : 0;
     period(budget, 1, mode, speed * (1 - cost));
     speed *= 1.012;
@@ -347,9 +349,7 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     const bool starting = t < c.idle_windows;  // idle by its own choice: no launch, no wait
     const int after_start = t - c.idle_windows;
     const int cycle = c.phase_windows + (c.gap_windows ? c.gap_windows : c.phase_windows);
-    const int in_phase = starting          ? c.phase_windows
-                         : c.phase_windows ? after_start % cycle
-                                           : t;
+    const int in_phase = starting ? c.phase_windows : c.phase_windows ? after_start % cycle : t;
     const bool busy = starting || !c.phase_windows || in_phase < c.phase_windows;
     const RunMode mode = opportunistic_gate.paused                 ? RunMode::paused
                          : opportunistic_gate.production_idle_only ? RunMode::gated
