@@ -300,6 +300,19 @@ TEST(ConcurrencyBudget, AWindowWithoutWorkOrBusyTimeSaysNothing) {
   }
   EXPECT_FALSE(budget.measures().cost[kBeside]);
   EXPECT_FALSE(budget.measures().cost[kGated]);
+  // Nor within a period of measured windows: work without busy time would raise the period's
+  // speed, busy time without work lower it.
+  for (const auto& [work, busy_ns] : {std::pair{900.0, 0.0}, std::pair{0.0, 1e9}}) {
+    ConcurrencyBudget mixed(settings());
+    for (int i = 0; i < 3; ++i) {
+      period(mixed, 1, RunMode::paused, 1000);
+      mixed.record_speed(1, RunMode::beside, 900, 1e9);
+      mixed.record_speed(1, RunMode::beside, work, busy_ns);
+      mixed.next_period(RunMode::beside);
+    }
+    ASSERT_TRUE(mixed.measures().cost[kBeside]);
+    EXPECT_NEAR(mixed.measures().cost[kBeside]->harm, 0.1, 1e-9) << work << " " << busy_ns;
+  }
 }
 
 // `harvest` with concurrency=1 beside a production job whose speed (kernels per busy second) is
