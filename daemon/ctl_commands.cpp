@@ -40,10 +40,16 @@ json gate_json(const Job& job) {
   const protocol::ControlBlock* b = job.block.page();
   if (!b) return nullptr;
   uint64_t allowance = b->allowance.load(std::memory_order_relaxed);
+  const uint32_t bound = b->max_in_flight.load(std::memory_order_relaxed);
+  const std::optional<uint32_t> in_flight = job.block.in_flight();
   return {{"paused", b->paused.load(std::memory_order_relaxed) != 0},
           {"allowance", allowance == protocol::kUnlimited ? json(nullptr) : json(allowance)},
           {"gate_waits", job.block.gate_waits()},
-          {"gated_ns", b->gated_ns.load(std::memory_order_relaxed)}};
+          {"gated_ns", b->gated_ns.load(std::memory_order_relaxed)},
+          // The bound on its kernels in flight (null: none) and the count its shim last
+          // published under one (null: not tracked).
+          {"max_in_flight", bound == 0 ? json(nullptr) : json(bound)},
+          {"in_flight", in_flight ? json(*in_flight) : json(nullptr)}};
 }
 
 // Every parameter of a policy with the value in force: the given ones, defaults for the rest.

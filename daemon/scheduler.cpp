@@ -140,7 +140,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       // One line per device and tick: what the policy saw and what it decided (for tuning).
       std::string line;
       for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
-        line += fmt::format(" job{}:{}:{}l/{}w{}->{}{}{}", observation.jobs[i].job_id,
+        line += fmt::format(" job{}:{}:{}l/{}w{}->{}{}{}{}", observation.jobs[i].job_id,
                             observation.jobs[i].job_class == policies::JobClass::production ? "P"
                                                                                               : "O",
                             observation.jobs[i].launches, observation.jobs[i].gate_waits,
@@ -153,6 +153,8 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                             gates[i].paused                 ? "(paused)"
                             : gates[i].production_idle_only ? "(gated)"
                                                             : "",
+                            gates[i].max_in_flight > 0 ? fmt::format("/q{}", gates[i].max_in_flight)
+                                                       : std::string(),
                             observation.jobs[i].in_flight_ns
                                 ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
                                 : std::string());

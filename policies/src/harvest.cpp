@@ -31,6 +31,7 @@
 #include "catalog.h"
 #include "class_sharing.h"
 #include "concurrency_budget.h"
+#include "queue_bound.h"
 #include "share.h"
 #include "tgs_estimator.h"
 
@@ -85,6 +86,11 @@ const ParameterSpec kParameters[] = {
     {"reference_share", 0.05, 0.01, 0.5,
      "with concurrency: the least share of production's busy periods with opportunistic work "
      "paused, which keeps its solo speed (every cost's reference) current"},
+    {"queue_ms", 8, 0, 1000,
+     "with kernel_gating or concurrency: while production idles, or runs beside the "
+     "opportunistic jobs, each of them may keep about this much of its own work queued on the GPU "
+     "(in kernels, at the rate it launched there recently), so that production, back or paused, "
+     "meets a short queue; 0: no bound there"},
 };
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
@@ -126,8 +132,14 @@ constexpr uint32_t kLongIdleWindows = 10;
 // follows a change of production's load within about half a minute.
 constexpr size_t kCostSamples = 16;
 
+// Where an opportunistic job ran in the last window, for its queue bound (queue_bound.h): while
+// production idled, beside busy production, or under another bound or none.
+enum class QueueState { idle, beside, other };
+
 struct OpportunisticJob {
   double carry = 0;
+  QueueState state = QueueState::other;  // under the gate of the last window
+  QueueRate idle_rate, beside_rate;       // its launch rates in those states
   bool backlogged = false;  // waited at its gate in the last window
   // Wants to run: it launched, waited at its gate or had kernels queued in the last window, or it
   // waited at its gate before and has launched nothing since (a launch held for whole windows
@@ -152,6 +164,7 @@ class HarvestPolicy final : public Policy {
         noise_margin_(p.at("noise_margin")),
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
+        queue_ms_(p.at("queue_ms")),
         kernel_gating_(p.at("kernel_gating") != 0),
         gating_busy_limit_(p.at("gating_busy_limit")),
         gating_retry_ns_(static_cast<uint64_t>(p.at("gating_retry_ms") * 1e6)),
@@ -245,6 +258,10 @@ class HarvestPolicy final : public Policy {
     for (const JobObservation& job : device.jobs) {
       if (job.job_class == JobClass::opportunistic) {
         OpportunisticJob& state = opportunistic[job.job_id] = opportunistic_[job.job_id];
+        if (job.launches > 0 && state.state == QueueState::idle)
+          state.idle_rate.record(static_cast<double>(job.launches) / window_s_);
+        else if (job.launches > 0 && state.state == QueueState::beside)
+          state.beside_rate.record(static_cast<double>(job.launches) / window_s_);
         state.backlogged = job.gate_waits > 0;
         if (job.gate_waits > 0)
           state.waiting = true;
@@ -535,9 +552,24 @@ class HarvestPolicy final : public Policy {
         // most in_flight opportunistic kernels. It costs the opportunistic job throughput (0.78
         // of its solo rate while production idled, mobilenet_v2 on the H100, bound 4), so it holds
         // only while gating and production is active; the law runs without one.
-        gate.max_in_flight = !kernel_gating_ && !concurrency_
-                                 ? in_flight_
-                                 : (gating() && !production_idle_ ? in_flight_ : 0);
+        // Elsewhere, while production idles or runs beside it, the job may queue about queue_ms
+        // of its own work (queue_bound.h): production, back or paused, then meets a short queue.
+        OpportunisticJob& state = opportunistic_[job.job_id];
+        const bool paused =
+            (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
+            !production_idle_;
+        state.state = !kernel_gating_ && !concurrency_         ? QueueState::other
+                      : production_idle_                       ? QueueState::idle
+                      : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
+                                                               : QueueState::other;
+        const uint32_t least = std::max<uint32_t>(2, in_flight_);
+        gate.max_in_flight = !kernel_gating_ && !concurrency_ ? in_flight_
+                             : gating() && !production_idle_ ? in_flight_
+                             : state.state == QueueState::idle
+                                 ? state.idle_rate.bound(queue_ms_, least)
+                             : state.state == QueueState::beside
+                                 ? state.beside_rate.bound(queue_ms_, least)
+                                 : 0;
         // With concurrency and production idle, the relay holds the opportunistic jobs the moment
         // production launches again, whatever the mode, until the next tick applies the mode of
         // the busy period: in S5 on the H100 production paused for whole on-phases still reached
@@ -548,8 +580,7 @@ class HarvestPolicy final : public Policy {
         // The budget compares production's speed per busy second in every mode: the relay must
         // sample its busy time in paused and beside periods too.
         gate.measure_production = concurrency_;
-        if ((probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
-            !production_idle_)
+        if (paused)
           gate.paused = true;
         else if (limited)
           gate.launches = whole_launches(shares[k], opportunistic_[job.job_id].carry);
@@ -567,6 +598,7 @@ class HarvestPolicy final : public Policy {
   const uint64_t control_period_ns_, probe_interval_ns_;
   const double noise_margin_;
   const uint32_t idle_windows_needed_, in_flight_;
+  const double queue_ms_;
   const bool kernel_gating_;
   const double gating_busy_limit_;
   const uint64_t gating_retry_ns_;

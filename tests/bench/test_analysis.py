@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", 
 import baselines  # noqa: E402
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
+import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
@@ -242,6 +243,33 @@ class GpushareRows(unittest.TestCase):
         self.assertFalse(prod.mps or opp.mps)
         for spec in (prod, opp):
             self.assertFalse([k for k, _ in spec.env if k.startswith("CUDA_MPS_")], spec.env)
+
+    def test_mps_ext_suffix_puts_gpushared_on_the_harnesss_mps(self):
+        # One MPS server on the GPU: gpushared with "mps": "external" on the harness's control
+        # daemon; the jobs get the harness's pipe directory and gpushared's shim sets the priority.
+        self.assertEqual(split_policy("harvest:concurrency=2@mps-ext"),
+                         ("harvest", "concurrency=2", True, "ext"))
+        gs = Gpushare(None, None, [], "/nonexistent")
+        prod, opp = gs.worker_specs("gpushare:harvest@mps-ext", "p", "o")
+        self.assertTrue(prod.mps and opp.mps)
+        for spec in (prod, opp):
+            self.assertFalse([k for k, _ in spec.env if k.startswith("CUDA_MPS_")], spec.env)
+        with tempfile.TemporaryDirectory() as run_dir:
+            seen = {}
+
+            def fake_start(cmd, config, config_path, log_path):
+                seen.update(config)
+                return None, "not started in this test"
+
+            original = gpushare_hook.start_daemon
+            gpushare_hook.start_daemon = fake_start
+            try:
+                gs = Gpushare("/bin/true", "gpushared --config {config}", ["harvest@mps-ext"], run_dir)
+                gs.start_daemons(run_dir)
+            finally:
+                gpushare_hook.start_daemon = original
+        self.assertEqual(seen["mps"], "external")
+        self.assertEqual(seen["mps_pipe_directory"], os.path.join(run_dir, "mps-pipe"))
 
 
 if __name__ == "__main__":

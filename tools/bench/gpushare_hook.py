@@ -74,14 +74,18 @@ def stop_daemon(proc):
 # `harvest` policy is built for. "POLICY@mps-auto": the daemon runs its own MPS control daemon
 # (config "mps": "auto") and its shims make the jobs its clients, production at priority 0 and
 # opportunistic at 1: what an installed gpushared with "mps": "auto" does, where @mps-prio
-# reproduces it with the harness's MPS daemon.
-_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio)|(-auto))?$")
+# reproduces it with the harness's MPS daemon. "POLICY@mps-ext": gpushared with "mps": "external"
+# on the harness's MPS control daemon, its shims setting the client priorities as with "auto": one
+# MPS server on the GPU. With @mps-auto the GPU has two (the harness's, for its MPS rows, and
+# gpushared's), and on the H200 (2026-11-26, S5) the policy `none` on gpushared's server gave the
+# opportunistic job 0.53 of its solo rate where the same on the harness's gave 0.74-0.79.
+_MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio)|(-auto)|(-ext))?$")
 
 
 def split_policy(policy):
     """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); '@mps-prio' gives 'prio' in
     place of the thread percentage; '@mps-auto' gives (.., False, 'auto'): not a client of the
-    harness's MPS daemon; no suffix: (.., False, None)."""
+    harness's MPS daemon; '@mps-ext' gives (.., True, 'ext'); no suffix: (.., False, None)."""
     m = _MPS_SUFFIX.search(policy)
     bare = policy[:m.start()] if m else policy
     name, _, params = bare.partition(":")
@@ -89,6 +93,8 @@ def split_policy(policy):
         return name, params, True, "prio"
     if m and m.group(3):
         return name, params, False, "auto"
+    if m and m.group(4):
+        return name, params, True, "ext"
     thread_pct = int(m.group(1)) if m and m.group(1) else None
     if thread_pct is not None and not 1 <= thread_pct <= 100:
         raise ValueError(f"{policy}: the MPS thread percentage must be 1..100")
@@ -136,6 +142,9 @@ class Gpushare:
                       "policy": {"default": name}, "tick_ms": 50, "log_level": self.log_level}
             if substrate == "auto":
                 config["mps"] = "auto"
+            elif substrate == "ext":  # the harness's MPS daemon (harness.Mps)
+                config["mps"] = "external"
+                config["mps_pipe_directory"] = os.path.join(self.run_dir, "mps-pipe")
             if params:
                 config["policy"]["parameters"] = {name: {k: float(v) for k, v in
                                                          (kv.split("=") for kv in params.split(","))}}
@@ -157,8 +166,8 @@ class Gpushare:
         opp_env = env("opportunistic")
         if thread_pct == "prio":
             opp_env += (("CUDA_MPS_CLIENT_PRIORITY", "1"),)
-        elif thread_pct == "auto":
-            pass  # gpushared's own MPS: its shim sets the client priority (and any thread limit)
+        elif thread_pct in ("auto", "ext"):
+            pass  # gpushared's MPS: its shim sets the client priority (and any thread limit)
         elif thread_pct is not None:
             opp_env += (("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(thread_pct)),)
         return [WorkerSpec(f"gs-{policy}-prod", ((prod, 0),), env("production"), mps=mps),

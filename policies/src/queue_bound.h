@@ -1,0 +1,48 @@
+// How much an opportunistic job may keep queued on the GPU where nothing else bounds it: while
+// production idles, and while it runs beside production (docs/policies.md "harvest").
+//
+// Production, returning from an idle phase or paused by the concurrency budget, holds the
+// opportunistic job's next launch at once, but not what it has already queued: that runs first or
+// beside production, at production's expense. On the H100 (S5, a transformer inference server
+// 1 s on / 1 s off beside mobilenet_v2 b64 training on gpushared's MPS, 2026-11-26) the job kept
+// up to two training steps queued (942 kernels), and production ran at half its speed for the
+// first 70-100 ms of every on-phase: about 5 % of its busy time, which the budget never saw (those
+// windows are not measured) and which left production at 0.92 of its solo speed. A fixed count
+// does not fit every job: four kernels of a GEMM-heavy step can take longer than four hundred of
+// mobilenet's. The bound is therefore a time: about `queue_ms` of the job's own work, counted in
+// kernels at the rate it launched in that state over its recent windows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace gpushare::policies {
+
+// Windows' rates kept per job and state, and how many make an estimate: the median of the last
+// eight (400 ms at the daemon's tick) is not moved by the window in which production returned (the
+// job held part of it) or by the burst after a pause.
+inline constexpr size_t kQueueRateWindows = 8;
+inline constexpr size_t kQueueRateLeast = 3;
+// The largest bound the shim takes (the `in_flight` parameter's range).
+inline constexpr uint32_t kMostQueued = 1024;
+
+// Kernels that make about `queue_ms` of work for a job launching `kernels_per_s`, at least `least`
+// (a bound of 1 leaves the GPU idle while the job's thread wakes to launch the next kernel) and at
+// most kMostQueued. Pure.
+uint32_t queue_bound(double kernels_per_s, double queue_ms, uint32_t least);
+
+// One opportunistic job's launch rate in one state (production idle, or running beside it).
+class QueueRate {
+ public:
+  // One window in this state in which the job launched: its launches per second.
+  void record(double kernels_per_s);
+  // The bound for the next window in this state: 0 (none) until kQueueRateLeast windows are known
+  // or where `queue_ms` is 0.
+  uint32_t bound(double queue_ms, uint32_t least) const;
+
+ private:
+  std::deque<double> rates_;
+};
+
+}  // namespace gpushare::policies
