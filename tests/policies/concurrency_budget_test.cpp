@@ -337,6 +337,9 @@ struct Case {
   // mean-reverting walk with this standard deviation and a correlation time of 2 s (on the H100
   // about 0.2: resnet50 b8 training beside an MPS client).
   double drift = 0;
+  // Production's start-up: over its first this many busy windows its speed climbs from 0.1 of its
+  // steady speed, whatever the mode (on the H200: 5, 15, 30, then 40 kernels/ms).
+  int start_up_windows = 0;
 };
 struct Outcome {
   double production = 0;     // production's mean speed over its solo speed
@@ -356,6 +359,7 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   std::normal_distribution<double> step(0, 1);
   constexpr double kDriftWindows = 40;
   double wander = 0;  // log of the drift's factor
+  int busy_windows = 0;
   Gate opportunistic_gate{.job_id = 2, .paused = true};
   double relative_speed = 0, gain = 0;  // summed over the windows measured
   int windows = 0;
@@ -374,10 +378,14 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     const double mode_gain = mode == RunMode::paused ? 0
                              : mode == RunMode::gated ? c.gated_gain
                                                       : c.beside_gain;
-    const bool ramp = c.phase_windows && in_phase < c.ramp_windows;
+    // A ramp follows an idle phase (the GPU's clocks fell), not production's busy start-up.
+    const bool ramp = c.phase_windows && in_phase < c.ramp_windows && after_start >= cycle;
     const double slow = (c.slow_window && t % c.slow_window == 0) || ramp ? 0.3 : 1.0;
+    const double start_up =
+        busy_windows < c.start_up_windows ? 0.1 + 0.9 * busy_windows / c.start_up_windows : 1.0;
+    if (busy) ++busy_windows;
     wander += -wander / kDriftWindows + c.drift * std::sqrt(2 / kDriftWindows) * step(random);
-    const double speed = kSpeed * (1 - cost) * noise(random) * slow * std::exp(wander);
+    const double speed = kSpeed * (1 - cost) * noise(random) * slow * start_up * std::exp(wander);
     const double busy_s = c.closed_loop ? 0.05 : std::min(0.05, 0.02 * kSpeed / speed);
     const double work = busy ? speed * busy_s : 0;
     DeviceObservation d{.now_ns = t * kWindowNs, .window_ns = kWindowNs};
@@ -536,11 +544,14 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
   c.on_mps = true;
   c.idle_windows = 60;  // 3 s
   const Outcome outcome = run_concurrency(c, 21, 3);
-  EXPECT_GE(outcome.opportunistic, 0.7 * 0.8);  // 0.05 (gated throughout) when they were read
+  // 0.05 (gated throughout) when they were read. 0.53 since production's warm-up is not measured
+  // (0.58 before): the first costs then rest on later windows, and three of them read beside at
+  // 0.20 +- 0.03 (its true cost 0.02), which held it to its exploring share for 2 s of the 18.
+  EXPECT_GE(outcome.opportunistic, 0.65 * 0.8);
   EXPECT_GE(outcome.production, 0.95);
   c.on_mps = false;  // the same with the budget chosen directly
   const Outcome direct = run_concurrency(c, 21, 3);
-  EXPECT_GE(direct.opportunistic, 0.7 * 0.8);
+  EXPECT_GE(direct.opportunistic, 0.65 * 0.8);
   EXPECT_GE(direct.production, 0.95);
 }
 
@@ -565,6 +576,22 @@ TEST(HarvestConcurrency, CostlyConcurrencyIsRationedToKeepProductionAtTarget) {
 TEST(HarvestConcurrency, WhatLearningCostsIsRepaid) {
   const Outcome outcome = run_concurrency({0.25, 0.13, 0.2, 0.5}, 6, 0);
   EXPECT_GE(outcome.production, 0.95 - 0.01);
+}
+
+// A production job's warm-up is not measured: on the H200 its first second of busy time ran at a
+// third of its later speed and less, and the few pairs of periods a short run gives read a 25 %
+// cost of running beside it as 12 % +- 12 %, which passed as noise (beside then ran 90 % of
+// production's busy time and production kept 0.82, S5 saturating on one MPS server). Costly
+// concurrency in 1 s phases, as in S5, measured over the benchmark's 18 s: production 0.940 when
+// its warm-up (here a climb from 0.1 of its speed over its first second) was measured, 0.958 now.
+TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
+  Case c{0.02, 0.05, 0.25, 0.5};
+  c.spread = 0.1;
+  c.phase_windows = 20;
+  c.start_up_windows = 20;
+  c.on_mps = true;
+  const Outcome outcome = run_concurrency(c, 24, 6);
+  EXPECT_GE(outcome.production, 0.95);
 }
 
 // A server's throughput is its load: the cost shows as busy time per request (latency), and the
