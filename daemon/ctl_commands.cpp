@@ -108,14 +108,10 @@ void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
 }
 
 json Server::ctl_status() {
-  std::set<int> devices = policies_.devices();
-  for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
-  for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
+  const std::set<int> devices = known_devices();
   // A job registered for "any device" that holds no memory yet is scheduled on device 0
   // (Scheduler::devices_of), and counted there.
   auto scheduled_on = [](const Job& job) { return Scheduler::devices_of(job); };
-  for (auto& [id, job] : registry_.jobs())
-    for (int d : scheduled_on(job)) devices.insert(d);
   json device_list = json::array();
   for (int d : devices) {
     size_t jobs = 0;

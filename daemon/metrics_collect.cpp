@@ -70,14 +70,8 @@ void Server::publish_metrics() {
   s.protocol_errors = dropped_clients_;
   s.counters = counters_;
 
-  std::set<int> devices = policies_.devices();
-  for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
-  for (const auto& [device, status] : scheduler_.device_status()) devices.insert(device);
-  for (auto& [id, job] : registry_.jobs()) {
-    for (int d : job.devices_in_use()) devices.insert(d);
-    s.jobs.push_back(job_sample(job, config_.memory));
-  }
-  for (int device : devices) {
+  for (auto& [id, job] : registry_.jobs()) s.jobs.push_back(job_sample(job, config_.memory));
+  for (int device : known_devices()) {
     DeviceSample d;
     d.device = device;
     d.policy = policies_.policy_for(device);

@@ -82,6 +82,9 @@ class Server {
   // ordinals are.
   void load_inventory(Clock::time_point now);
   void on_device_uuids(Connection& c, const protocol::DeviceUuids& u);
+  // Every device the daemon knows of, as `gpusharectl status` and /metrics list them: with a policy
+  // chosen, memory, a GPU in the inventory, a tick of the scheduler or a job scheduled there.
+  std::set<int> known_devices();
 
   // mps_session.cpp: the shim's MPS question before its cuInit, and the ctl's `mps` command
   // (true when the ctl request was that command and has been answered).

@@ -8,6 +8,7 @@
 
 #include "fake_device_view.h"
 #include "harness.h"
+#include "metrics_http.h"
 #include "simulated_uuid.h"
 
 namespace gpushare::testing {
@@ -196,6 +197,44 @@ TEST(MultiGpu, TheDaemonAnswersWellFormedDeviceUuidsAndDropsOthers) {
   ASSERT_TRUE(client.send_frame(protocol::MessageType::device_uuids, &asked, sizeof asked));
   EXPECT_TRUE(client.closed_by_daemon(2s));
   if (memfd >= 0) ::close(memfd);
+}
+
+// `gpusharectl status` and /metrics list the same devices: here both GPUs of the inventory, with
+// no job and no policy chosen for either (/metrics once listed only the devices with a policy,
+// memory, a scheduler tick or a job, and `status` not the scheduler's).
+TEST(MultiGpu, StatusAndMetricsListTheSameDevices) {
+  TempDir metrics_dir;
+  const std::string metrics = metrics_dir / "metrics.sock";
+  TwoGpus gpus(json{{"metrics", {{"listen", metrics}}}});
+  ASSERT_TRUE(gpus.daemon.start()) << gpus.daemon.log();
+  ASSERT_TRUE(gpus.daemon.wait_for_log("metrics: serving /metrics on " + metrics))
+      << gpus.daemon.log();
+  // The inventory is read from NVML shortly after start.
+  std::set<int> in_status;
+  ASSERT_TRUE(eventually(
+      [&] {
+        CtlResult status = run_ctl(gpus.daemon.socket, {"status", "-o", "json"});
+        in_status.clear();
+        if (status.exit_code == 0 && status.json.contains("devices"))
+          for (const json& d : status.json["devices"]) in_status.insert(d["device"].get<int>());
+        return in_status.size() >= 2;
+      },
+      5s));
+  EXPECT_EQ(in_status, (std::set<int>{0, 1}));
+  std::string text;
+  std::set<int> in_metrics;
+  EXPECT_TRUE(eventually(
+      [&] {
+        text = http_get_unix(metrics, "/metrics").value_or("");
+        in_metrics.clear();
+        for (int d : {0, 1, 2})
+          if (text.find("gpushare_device_policy_info{device=\"" + std::to_string(d) + "\"") !=
+              std::string::npos)
+            in_metrics.insert(d);
+        return in_metrics == in_status;
+      },
+      5s))
+      << text;
 }
 
 }  // namespace
