@@ -140,24 +140,22 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       // One line per device and tick: what the policy saw and what it decided (for tuning).
       std::string line;
       for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
-        line += fmt::format(" job{}:{}:{}l/{}w{}->{}{}{}{}", observation.jobs[i].job_id,
-                            observation.jobs[i].job_class == policies::JobClass::production ? "P"
-                                                                                              : "O",
-                            observation.jobs[i].launches, observation.jobs[i].gate_waits,
-                            observation.jobs[i].completed
-                                ? fmt::format("/{}c", *observation.jobs[i].completed)
-                                : std::string(),
-                            gates[i].launches == policies::kUnlimited
-                                ? std::string("inf")
-                                : std::to_string(gates[i].launches),
-                            gates[i].paused                 ? "(paused)"
-                            : gates[i].production_idle_only ? "(gated)"
-                                                            : "",
-                            gates[i].max_in_flight > 0 ? fmt::format("/q{}", gates[i].max_in_flight)
-                                                       : std::string(),
-                            observation.jobs[i].in_flight_ns
-                                ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
-                                : std::string());
+        line += fmt::format(
+            " job{}:{}:{}l/{}w{}->{}{}{}{}", observation.jobs[i].job_id,
+            observation.jobs[i].job_class == policies::JobClass::production ? "P" : "O",
+            observation.jobs[i].launches, observation.jobs[i].gate_waits,
+            observation.jobs[i].completed ? fmt::format("/{}c", *observation.jobs[i].completed)
+                                          : std::string(),
+            gates[i].launches == policies::kUnlimited ? std::string("inf")
+                                                      : std::to_string(gates[i].launches),
+            gates[i].paused                 ? "(paused)"
+            : gates[i].production_idle_only ? "(gated)"
+                                            : "",
+            gates[i].max_in_flight > 0 ? fmt::format("/q{}", gates[i].max_in_flight)
+                                       : std::string(),
+            observation.jobs[i].in_flight_ns
+                ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
+                : std::string());
       const std::string why = slot->policy->explain();
       spdlog::trace("tick device={} window={}us{}{}{}", device, observation.window_ns / 1000, line,
                     why.empty() ? "" : " ", why);

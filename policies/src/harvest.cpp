@@ -148,7 +148,7 @@ enum class QueueState { idle, beside, other };
 struct OpportunisticJob {
   double carry = 0;
   QueueState state = QueueState::other;  // under the gate of the last window
-  QueueRate idle_rate, beside_rate;       // its launch rates in those states
+  QueueRate idle_rate, beside_rate;      // its launch rates in those states
   bool backlogged = false;  // waited at its gate in the last window
   // Wants to run: it launched, waited at its gate or had kernels queued in the last window, or it
   // waited at its gate before and has launched nothing since (a launch held for whole windows
@@ -182,7 +182,7 @@ class HarvestPolicy final : public Policy {
         estimator_{.tolerance = p.at("tolerance"),
                    .smoothing = p.at("smoothing"),
                    .noise_margin = noise_margin_,
-                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))} ,
+                   .solo_samples = static_cast<size_t>(p.at("solo_samples"))},
         budget_({.target = p.at("target"),
                  .noise_margin = p.at("noise_margin"),
                  .reference_share = p.at("reference_share"),
@@ -451,8 +451,8 @@ class HarvestPolicy final : public Policy {
       // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
       // waits with them, for 1.5 s of its busy time. At equal thirds the unmeasured warm-up left a
       // model's saturating job at 0.925 over a 6 s window (target 0.95); gated, at 0.892 (gating
-      // costs a saturating job 25 % on the H100). Paused costs the opportunistic jobs that time (in the
-      // simulator's idle_gaps, a server busy a quarter of the time, 6 s of a 30 s trace).
+      // costs a saturating job 25 % on the H100). Paused costs the opportunistic jobs that time (in
+      // the simulator's idle_gaps, a server busy a quarter of the time, 6 s of a 30 s trace).
       period_ns_ = 0;
       if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
       mode_ = RunMode::paused;
@@ -583,21 +583,19 @@ class HarvestPolicy final : public Policy {
         // Elsewhere, while production idles or runs beside it, the job may queue about queue_ms
         // of its own work (queue_bound.h): production, back or paused, then meets a short queue.
         OpportunisticJob& state = opportunistic_[job.job_id];
-        const bool paused =
-            (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
-            !production_idle_;
-        state.state = !kernel_gating_ && !concurrency_         ? QueueState::other
-                      : production_idle_                       ? QueueState::idle
+        const bool paused = (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
+                            !production_idle_;
+        state.state = !kernel_gating_ && !concurrency_                      ? QueueState::other
+                      : production_idle_                                    ? QueueState::idle
                       : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
-                                                               : QueueState::other;
+                                                                            : QueueState::other;
         const uint32_t least = std::max<uint32_t>(2, in_flight_);
-        gate.max_in_flight = !kernel_gating_ && !concurrency_ ? in_flight_
-                             : gating() && !production_idle_ ? in_flight_
-                             : state.state == QueueState::idle
-                                 ? state.idle_rate.bound(queue_ms_, least)
-                             : state.state == QueueState::beside
-                                 ? state.beside_rate.bound(queue_ms_, least)
-                                 : 0;
+        gate.max_in_flight =
+            !kernel_gating_ && !concurrency_    ? in_flight_
+            : gating() && !production_idle_     ? in_flight_
+            : state.state == QueueState::idle   ? state.idle_rate.bound(queue_ms_, least)
+            : state.state == QueueState::beside ? state.beside_rate.bound(queue_ms_, least)
+                                                : 0;
         // With concurrency and production idle, the relay holds the opportunistic jobs the moment
         // production launches again, whatever the mode, until the next tick applies the mode of
         // the busy period: in S5 on the H100 production paused for whole on-phases still reached
@@ -662,7 +660,7 @@ class HarvestPolicy final : public Policy {
 
   std::map<uint64_t, ProductionJob> production_;
   std::map<uint64_t, uint64_t> warmed_ns_;  // with concurrency: each production job's busy time
-  bool warming_ = false;                     // ... and some job on the device still warms up
+  bool warming_ = false;                    // ... and some job on the device still warms up
   std::map<uint64_t, OpportunisticJob> opportunistic_;
   ClassSharing sharing_{kSharingHeadroom};
 };

@@ -40,7 +40,7 @@ ChildProcess start_workload(const TempDir& dir, const std::string& device_file,
                                    "--seconds", std::to_string(w.seconds)};
   if (w.on_s > 0) {
     for (const std::string& arg : {std::string("--on-seconds"), std::to_string(w.on_s),
-                                    std::string("--off-seconds"), std::to_string(w.off_s)})
+                                   std::string("--off-seconds"), std::to_string(w.off_s)})
       argv.push_back(arg);
   }
   if (w.sync_every_step) argv.push_back("--sync-every-step");
@@ -310,16 +310,21 @@ TEST_P(KernelIdleGating, OpportunisticWorkFillsProductionsGapsAndOnlyThem) {
 // kernels (0.8 s) while nothing bounds it. The fake's engine takes one kernel at a time from each
 // process, so production does not wait behind that queue here: what is asserted is the
 // mechanism, end to end: the daemon sets the bound from the job's rate (about 3,000 launches a
-// second: ~25 kernels at the default 8 ms, above gating's 4), the ctl shows it, the shim keeps the queue under it, and
-// the job keeps its rate. The installed policy with the bound at its default and off, in the same
-// test.
+// second: ~25 kernels at the default 8 ms, above gating's 4), the ctl shows it, the shim keeps the
+// queue under it, and the job keeps its rate. The installed policy with the bound at its default
+// and off, in the same test.
 TEST(RateControl, WhileProductionIdlesTheOpportunisticQueueIsBoundedByTime) {
   TempDir dir;
   std::string device = dir / "device";
-  Workload production{.kernel_us = 2000, .gap_us = 2000, .settle_s = 2, .seconds = 4,
-                      .async = true, .on_s = 1, .off_s = 1, .sync_every_step = true};
-  Workload opportunistic{.kernel_us = 200, .gap_us = 0, .settle_s = 2, .seconds = 4,
-                         .async = true};
+  Workload production{.kernel_us = 2000,
+                      .gap_us = 2000,
+                      .settle_s = 2,
+                      .seconds = 4,
+                      .async = true,
+                      .on_s = 1,
+                      .off_s = 1,
+                      .sync_every_step = true};
+  Workload opportunistic{.kernel_us = 200, .gap_us = 0, .settle_s = 2, .seconds = 4, .async = true};
   struct Run {
     Pair rates;
     std::vector<std::pair<uint64_t, uint64_t>> bounded;  // (bound, in flight) above gating's 4
@@ -362,12 +367,13 @@ TEST(RateControl, WhileProductionIdlesTheOpportunisticQueueIsBoundedByTime) {
     under += in_flight <= bound;
     largest = std::max(largest, bound);
   }
-  std::printf("queue_ms=8: %zu samples with a queue bound (largest %llu), %zu with the queue under "
-              "it; production %.0f/s, opportunistic %.0f/s; queue_ms=0: %zu samples with one; "
-              "production %.0f/s, opportunistic %.0f/s\n",
-              bounded.bounded.size(), static_cast<unsigned long long>(largest), under,
-              bounded.rates.production, bounded.rates.opportunistic, unbounded.bounded.size(),
-              unbounded.rates.production, unbounded.rates.opportunistic);
+  std::printf(
+      "queue_ms=8: %zu samples with a queue bound (largest %llu), %zu with the queue under "
+      "it; production %.0f/s, opportunistic %.0f/s; queue_ms=0: %zu samples with one; "
+      "production %.0f/s, opportunistic %.0f/s\n",
+      bounded.bounded.size(), static_cast<unsigned long long>(largest), under,
+      bounded.rates.production, bounded.rates.opportunistic, unbounded.bounded.size(),
+      unbounded.rates.production, unbounded.rates.opportunistic);
   // Production idles half the time: most of its idle phases' samples carry the bound.
   EXPECT_GE(bounded.bounded.size(), 20u);
   EXPECT_LE(largest, 300u);  // ~25 at ~3,000 launches a second; far from the queue's 4,096

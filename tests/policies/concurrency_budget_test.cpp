@@ -2,7 +2,6 @@
 // driven by a production job whose speed on the GPU in each mode is a known fraction of its solo
 // speed, with per-window noise.
 #include "concurrency_budget.h"
-#include "queue_bound.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,7 @@
 #include <utility>
 
 #include "gpushare/policies/policy.h"
+#include "queue_bound.h"
 
 namespace gpushare::policies {
 namespace {
@@ -626,17 +626,18 @@ TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
 // queued: 1,000 launches per 50 ms window make 80 kernels.
 TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
   for (const double queue_ms : {4.0, 0.0}) {
-    auto made = make_policy("harvest",
-                            {{"concurrency", 1}, {"in_flight", 4}, {"queue_ms", queue_ms}});
+    auto made =
+        make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}, {"queue_ms", queue_ms}});
     ASSERT_TRUE(made.policy);
     std::set<std::pair<bool, bool>> busy_modes;  // (paused, idle-gated) while production was busy
     uint64_t t = 0;
     Gate last{.paused = true};
     auto window = [&](bool production_busy) {
       // Beside a busy production job the opportunistic job launches most when it runs beside it.
-      const uint64_t launches = !production_busy ? 1000
-                                : last.paused ? 0
-                                : last.production_idle_only ? 10 : 500;
+      const uint64_t launches = !production_busy            ? 1000
+                                : last.paused               ? 0
+                                : last.production_idle_only ? 10
+                                                            : 500;
       DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
       d.jobs.push_back({.job_id = 1,
                         .job_class = JobClass::production,

@@ -9,13 +9,13 @@
 using namespace gpushare::policies;
 
 TEST(QueueBound, IsTheKernelsOfThatMuchWorkAtTheJobsRate) {
-  EXPECT_EQ(queue_bound(20'000, 4, 4), 80u);    // mobilenet_v2 training on the H100: ~20 per ms
-  EXPECT_EQ(queue_bound(20'100, 4, 4), 81u);    // rounded up
-  EXPECT_EQ(queue_bound(200, 4, 4), 4u);        // 5 ms kernels: the least, not 0.8
+  EXPECT_EQ(queue_bound(20'000, 4, 4), 80u);  // mobilenet_v2 training on the H100: ~20 per ms
+  EXPECT_EQ(queue_bound(20'100, 4, 4), 81u);  // rounded up
+  EXPECT_EQ(queue_bound(200, 4, 4), 4u);      // 5 ms kernels: the least, not 0.8
   EXPECT_EQ(queue_bound(200, 4, 1), 1u);
   EXPECT_EQ(queue_bound(1e9, 4, 4), kMostQueued);
   EXPECT_EQ(queue_bound(std::numeric_limits<double>::quiet_NaN(), 4, 4), 4u);
-  EXPECT_EQ(queue_bound(20'000, 4, 0), 80u);    // a least of 0 is taken as 1
+  EXPECT_EQ(queue_bound(20'000, 4, 0), 80u);  // a least of 0 is taken as 1
   EXPECT_EQ(queue_bound(0, 4, 0), 1u);
 }
 
