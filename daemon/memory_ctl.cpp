@@ -1,4 +1,4 @@
-// gpusharectl's memory requests: `set-limit`, and the memory part of `jobs` (docs/memory.md).
+// The memory part of gpusharectl's `jobs` (docs/memory.md); `set-limit` is the ctl service's.
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -14,70 +14,7 @@ namespace ctl = protocol::ctl;
 
 namespace {
 constexpr size_t kSitesInReply = 16;  // per job in `gpusharectl jobs`
-
-json failure(const std::string& error) {
-  return {{"ok", false}, {"error", error}};
-}
 }  // namespace
-
-// {"command": "set-limit", "pid": N | "job": name, "bytes": N | null | "unlimited"}: null
-// returns the job to its configured rule, "unlimited" lifts every limit. Administrators may set
-// any limit; a job's owner may only tighten its own job's limit (set one, or lower it).
-json Server::ctl_set_limit(const Peer& caller, const json& request) {
-  std::optional<uint64_t> bytes;
-  if (!request.contains(ctl::field::kBytes))
-    return failure("give \"bytes\" (a number, or null for none)");
-  const json& asked = request.at(ctl::field::kBytes);
-  const bool unlimited = asked == ctl::field::kUnlimited;
-  if (!asked.is_null() && !unlimited) {
-    bytes = parse_bytes(asked);
-    if (!bytes) return failure("\"bytes\" must be bytes such as 8589934592 or \"8G\", or null");
-    if (*bytes == 0)
-      return failure(
-          "a limit of 0 bytes would refuse every allocation; null returns the job to "
-          "its configured limit");
-  }
-  std::vector<Job*> targets;
-  std::string target;
-  if (std::optional<std::string> error = find_targets(request, &targets, &target))
-    return failure(*error);
-  bool admin = may_administer(config_, caller).allowed;
-  for (Job* job : targets) {
-    std::optional<uint64_t> now = job_limit(config_.memory, *job);
-    bool tightens = bytes && (!now || *bytes <= *now);
-    if (!admin && !(job->peer.uid == caller.uid && tightens)) {
-      spdlog::warn("refuse set-limit pid={} job={} by pid={} uid={}", job->peer.pid,
-                   log_text(job->name), caller.pid, caller.uid);
-      counters_.refused(Refusal::set_limit);
-      return failure(
-          "refused: only root or the admin group may raise or remove a limit, and "
-          "only on their own jobs may others lower one");
-    }
-  }
-  json changed = json::array();
-  for (Job* job : targets) {
-    std::optional<uint64_t> from = job_limit(config_.memory, *job);
-    // null ("none"): back to the configuration's rule, if one matches (docs/daemon.md).
-    if (bytes || unlimited)
-      job->memory_state.limit_override = bytes;
-    else
-      job->memory_state.limit_override.reset();
-    std::optional<uint64_t> to = job_limit(config_.memory, *job);
-    spdlog::info("set-limit pid={} job={} id={} {} -> {}{} by pid={} uid={}", job->peer.pid,
-                 log_text(job->name), job->id, from ? std::to_string(*from) : "none",
-                 to ? std::to_string(*to) : "none",
-                 bytes || unlimited ? "" : " (the configured rule)",
-                 caller.pid, caller.uid);
-    changed.push_back({{"id", job->id},
-                       {"pid", job->peer.pid},
-                       {"job", job->name},
-                       {"from", from ? json(*from) : json(nullptr)},
-                       {"to", to ? json(*to) : json(nullptr)},
-                       {"configured", !bytes && !unlimited}});
-  }
-  publish_views(registry_, memory_, config_.memory);
-  return {{"ok", true}, {"jobs", changed}};
-}
 
 json Server::memory_json(const Job& job, bool with_sites) const {
   const JobMemory& m = job.memory_state;

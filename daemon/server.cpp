@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpushare/protocol/ctl.h"
 #include "gpushare/protocol/framing.h"
 #include "logging.h"
 #include "socket_io.h"
@@ -46,7 +47,14 @@ bool watch(int epoll, int fd) {
 Server::Server(Config config, std::string config_path)
     : config_(std::move(config)),
       config_path_(std::move(config_path)),
-      buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1) {
+      buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1),
+      ctl_(CtlParts{.config = config_,
+                    .registry = registry_,
+                    .policies = policies_,
+                    .memory = memory_,
+                    .inventory = inventory_,
+                    .counters = counters_},
+           ctl_hooks()) {
   limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
   policies_.configure(config_);
 }
@@ -56,6 +64,48 @@ Server::~Server() {
   for (int fd : {epoll_, listener_, timer_, signals_, spare_fd_})
     if (fd >= 0) ::close(fd);
   if (!socket_activated_ && !socket_path_.empty()) ::unlink(socket_path_.c_str());
+}
+
+CtlHooks Server::ctl_hooks() {
+  return {
+      .facts =
+          [this] {
+            return DaemonFacts{
+                .uptime_s = std::chrono::duration<double>(Clock::now() - started_).count(),
+                .config_path = config_path_,
+                .socket_path = socket_path_,
+                .proc_root = proc_root_,
+                .socket_activated = socket_activated_,
+                .clients = connections_.size(),
+                .dropped_clients = dropped_clients_};
+          },
+      .known_devices = [this] { return known_devices(); },
+      .rotation = [this](int device) { return rotation_json(device); },
+      .memory_state = [this](const Job& job) { return memory_json(job, true); },
+      .set_class = [this](Job& job, protocol::JobClass to,
+                          const Peer& by) { set_job_class(job, to, by); },
+      .reload = [this] { return reload(); },
+  };
+}
+
+void Server::on_ctl(Connection& c, const uint8_t* payload, size_t length) {
+  using nlohmann::json;
+  json request = json::parse(payload, payload + length, nullptr, /*allow_exceptions=*/false);
+  if (request.is_discarded() || !request.is_object() ||
+      !request.contains(protocol::ctl::kCommand) || !request[protocol::ctl::kCommand].is_string())
+    return drop(c.fd, "sent a ctl request that is not a JSON object with a \"command\" string");
+  const json answer = ctl_.answer(c.peer, request);
+  std::string text = answer.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > protocol::kMaxPayload)
+    text = json{{"ok", false},
+                {"error", "the reply (" + std::to_string(text.size()) +
+                              " bytes) is over the protocol's " +
+                              std::to_string(protocol::kMaxPayload) + "-byte limit"}}
+               .dump();
+  // A SOCK_SEQPACKET frame must fit the sender's buffer whole; the kernel caps this at wmem_max.
+  int sndbuf = static_cast<int>(text.size() + 4096);
+  if (text.size() > 64 * 1024) setsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  reply(c, protocol::MessageType::ctl_reply, text.data(), text.size());
 }
 
 bool Server::open() {

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "connection_limits.h"
 #include "connection_table.h"
+#include "ctl_service.h"
 #include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
@@ -106,20 +107,12 @@ class Server {
   void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
   void serve_memory_waiters(Clock::time_point now);
   void answer_memory(uint64_t job_id, int fd, bool admitted);
-  nlohmann::json ctl_set_limit(const Peer& caller, const nlohmann::json& request);
   nlohmann::json memory_json(const Job& job, bool with_sites) const;
 
-  // ctl_commands.cpp: JSON requests from gpusharectl.
+  // server.cpp: a JSON request from gpusharectl, framed; the ctl service (ctl_service.h) answers
+  // it with the parts and hooks ctl_hooks() gives it.
   void on_ctl(Connection& c, const uint8_t* payload, size_t length);
-  nlohmann::json ctl_status();
-  nlohmann::json ctl_jobs();
-  nlohmann::json ctl_set_priority(const Peer& caller, const nlohmann::json& request);
-  nlohmann::json ctl_policy(const Peer& caller, const nlohmann::json& request);
-  // The jobs a ctl request names by "pid" or "job" (`target` describes them for messages); an
-  // error message when it names none or no registered job.
-  std::optional<std::string> find_targets(const nlohmann::json& request, std::vector<Job*>* targets,
-                                          std::string* target);
-  nlohmann::json ctl_reload(const Peer& caller);
+  CtlHooks ctl_hooks();
 
   // metrics_collect.cpp: /metrics (docs/metrics.md), served on the endpoint's own thread from a
   // snapshot the tick publishes.
@@ -167,6 +160,7 @@ class Server {
   DaemonCounters counters_;      // refusals, tick overruns, reloads (for /metrics)
   MetricsEndpoint metrics_;
   bool metrics_restart_noted_ = false;
+  CtlService ctl_;  // last: it holds references to the components above
 };
 
 }  // namespace gpushare::daemon

@@ -1,7 +1,7 @@
 // Fuzzes what gpushared does with one received datagram before any state is touched: the frame
 // check (protocol/wire.h), then the payload decoding of server.cpp's handle_frame (a memcpy into
 // the packed struct the type names, the NUL checks on its text fields) and the ctl request's JSON
-// parse (ctl_commands.cpp's on_ctl). Every input must be either refused with a FrameError or
+// parse (server.cpp's on_ctl). Every input must be either refused with a FrameError or
 // decoded without reading past the datagram.
 #include <cstddef>
 #include <cstdint>
