@@ -91,6 +91,9 @@ const ParameterSpec kParameters[] = {
      "opportunistic jobs, each of them may keep about this much of its own work queued on the GPU "
      "(in kernels, at the rate it launched there recently), so that production, back or paused, "
      "meets a short queue; 0: no bound there"},
+    {"warm_up_ms", 1500, 0, 600'000,
+     "with concurrency: a production job's first this much busy time is not measured and the "
+     "opportunistic jobs wait meanwhile (start-up speeds would bias the budget's costs); 0: none"},
 };
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
@@ -134,8 +137,7 @@ constexpr uint32_t kLongIdleWindows = 10;
 // above 0.35. One such pair read gated as e times faster than paused, and fitted with the others
 // it halved beside's measured 25 % cost to 12 % +- 12 %, which passed as noise: beside ran 90 %
 // of production's busy time and production kept 0.82 (S5 saturating); in S1b they read a cost of
-// 14 % where the rest read 4 %.
-constexpr uint64_t kWarmUpBusyNs = 1'500'000'000;
+// 14 % where the rest read 4 %. Hence warm_up_ms, 1.5 s by default.
 // Differences between adjacent periods kept per pair of modes (concurrency_budget.h): beside a
 // 5 % reference share, two paused-beside differences every 4 s of busy production, so a cost
 // follows a change of production's load within about half a minute.
@@ -174,6 +176,7 @@ class HarvestPolicy final : public Policy {
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
         queue_ms_(p.at("queue_ms")),
+        warm_up_ns_(static_cast<uint64_t>(p.at("warm_up_ms") * 1e6)),
         kernel_gating_(p.at("kernel_gating") != 0),
         gating_busy_limit_(p.at("gating_busy_limit")),
         gating_retry_ns_(static_cast<uint64_t>(p.at("gating_retry_ms") * 1e6)),
@@ -433,10 +436,10 @@ class HarvestPolicy final : public Policy {
       }
       alive.insert(job.job_id);
       uint64_t& warmed = warmed_ns_[job.job_id];
-      const bool warming = warmed < kWarmUpBusyNs;
+      const bool warming = warmed < warm_up_ns_;
       if (production_[job.job_id].window_progress > 0)
         warmed += job.in_flight_ns.value_or(device.window_ns);
-      warming_ = warming_ || warmed < kWarmUpBusyNs;
+      warming_ = warming_ || warmed < warm_up_ns_;
       // The budget's periods hold measured windows of one mode only, after the job's warm-up.
       if (!measured || warming) continue;
       budget_.record_speed(job.job_id, mode_,
@@ -449,7 +452,7 @@ class HarvestPolicy final : public Policy {
     if (!period_over) return;
     if (warming_) {
       // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
-      // waits with them, for 1.5 s of its busy time. At equal thirds the unmeasured warm-up left a
+      // waits with them, for warm_up_ms of its busy time. At equal thirds the unmeasured warm-up left a
       // model's saturating job at 0.925 over a 6 s window (target 0.95); gated, at 0.892 (gating
       // costs a saturating job 25 % on the H100). Paused costs the opportunistic jobs that time (in
       // the simulator's idle_gaps, a server busy a quarter of the time, 6 s of a 30 s trace).
@@ -625,6 +628,7 @@ class HarvestPolicy final : public Policy {
   const double noise_margin_;
   const uint32_t idle_windows_needed_, in_flight_;
   const double queue_ms_;
+  const uint64_t warm_up_ns_;
   const bool kernel_gating_;
   const double gating_busy_limit_;
   const uint64_t gating_retry_ns_;
