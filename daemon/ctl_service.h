@@ -50,7 +50,7 @@ struct CtlHooks {
   std::function<std::set<int>()> known_devices;
   std::function<nlohmann::json(int device)> rotation;          // null while nothing rotates there
   std::function<nlohmann::json(const Job& job)> memory_state;  // memory_ctl.cpp
-  // A job's class changes: the job, its shim and the scheduler learn it (shim_session.cpp).
+  // A job's class changes: the job and its shim learn it (shim_sessions.h).
   std::function<void(Job& job, protocol::JobClass to, const Peer& by)> set_class;
   std::function<ConfigResult()> reload;
 };

@@ -48,6 +48,12 @@ Server::Server(Config config, std::string config_path)
     : config_(std::move(config)),
       config_path_(std::move(config_path)),
       buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1),
+      shims_(ShimParts{.config = config_,
+                       .config_path = config_path_,
+                       .proc_root = proc_root_,
+                       .registry = registry_,
+                       .counters = counters_},
+             shim_hooks()),
       ctl_(CtlParts{.config = config_,
                     .registry = registry_,
                     .policies = policies_,
@@ -64,6 +70,21 @@ Server::~Server() {
   for (int fd : {epoll_, listener_, timer_, signals_, spare_fd_})
     if (fd >= 0) ::close(fd);
   if (!socket_activated_ && !socket_path_.empty()) ::unlink(socket_path_.c_str());
+}
+
+ShimHooks Server::shim_hooks() {
+  return {
+      .reply = [this](Connection& c, protocol::MessageType type, const void* payload, size_t length,
+                      int pass_fd) { return reply(c, type, payload, length, pass_fd); },
+      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .registered = [this](Connection& c) { connections_.set_role(c, Connection::Role::shim); },
+      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
+      .mps_client = [this](pid_t pid) { return mps_clients_.contains(pid); },
+      .admit_memory = [this](Connection& c, Job& job,
+                             const protocol::MemDeclare& m) { admit_memory(c, job, m); },
+      .memory_released = [this](Job& job, int device) { memory_released(job, device); },
+      .jobs_changed = [this] { notify_status(); },
+  };
 }
 
 CtlHooks Server::ctl_hooks() {
@@ -83,7 +104,7 @@ CtlHooks Server::ctl_hooks() {
       .rotation = [this](int device) { return rotation_json(device); },
       .memory_state = [this](const Job& job) { return memory_json(job, true); },
       .set_class = [this](Job& job, protocol::JobClass to,
-                          const Peer& by) { set_job_class(job, to, by); },
+                          const Peer& by) { shims_.set_job_class(job, to, by); },
       .reload = [this] { return reload(); },
   };
 }
@@ -303,19 +324,19 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       if (c.role != Role::unknown) return drop(c.fd, "sent a second registration");
       protocol::RegisterRequest r;
       std::memcpy(&r, payload, sizeof r);
-      return on_register(c, r);
+      return shims_.on_register(c, r);
     }
     case MessageType::mem_declare: {
       if (c.role != Role::shim) return drop(c.fd, "declared memory before registering");
       protocol::MemDeclare m;
       std::memcpy(&m, payload, sizeof m);
-      return on_mem_declare(c, m);
+      return shims_.on_mem_declare(c, m);
     }
     case MessageType::mem_release: {
       if (c.role != Role::shim) return drop(c.fd, "released memory before registering");
       protocol::MemRelease m;
       std::memcpy(&m, payload, sizeof m);
-      return on_mem_release(c, m);
+      return shims_.on_mem_release(c, m);
     }
     case MessageType::device_info: {
       if (c.role != Role::shim) return drop(c.fd, "sent device info before registering");

@@ -31,6 +31,7 @@
 #include "policy_table.h"
 #include "registry.h"
 #include "scheduler.h"
+#include "shim_sessions.h"
 
 namespace gpushare::daemon {
 
@@ -73,11 +74,8 @@ class Server {
   ConfigResult reload();
   void notify_status();
 
-  // shim_session.cpp: registration and memory declarations.
-  void on_register(Connection& c, const protocol::RegisterRequest& r);
-  void on_mem_declare(Connection& c, const protocol::MemDeclare& m);
-  void on_mem_release(Connection& c, const protocol::MemRelease& m);
-  void set_job_class(Job& job, protocol::JobClass to, const Peer& by);
+  // The shim sessions (shim_sessions.h) with the hooks they are given.
+  ShimHooks shim_hooks();
 
   // device_session.cpp: the machine's GPUs by UUID, and the shim's question which of them its
   // ordinals are.
@@ -160,7 +158,9 @@ class Server {
   DaemonCounters counters_;      // refusals, tick overruns, reloads (for /metrics)
   MetricsEndpoint metrics_;
   bool metrics_restart_noted_ = false;
-  CtlService ctl_;  // last: it holds references to the components above
+  // Last: they hold references to the components above.
+  ShimSessions shims_;  // registration and memory declarations
+  CtlService ctl_;
 };
 
 }  // namespace gpushare::daemon

@@ -1,20 +1,18 @@
-// The shim's requests: registration (with the control block) and memory declarations.
+// The shim's session: registration (with the control block) and memory declarations.
+#include "shim_sessions.h"
+
 #include <spdlog/spdlog.h>
 
 #include <cstring>
 
 #include "logging.h"
-#include "server.h"
+#include "pod_allocations.h"
+#include "shared_control_block.h"
 
 namespace gpushare::daemon {
 namespace {
 
 using protocol::JobClass;
-
-// Bounds on what one job may declare, so a lying client cannot grow the daemon without limit or
-// overflow the per-device sums: 2^20 allocations of at most 2^43 bytes (8 TiB) sum below 2^64.
-constexpr size_t kMaxAllocationsPerJob = size_t{1} << 20;
-constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 43;
 
 // Job names come from the client: anything outside printable ASCII is shown as '?', so a name can
 // never forge a log line or a column.
@@ -46,8 +44,10 @@ std::string pod_text(const std::optional<PodIdentity>& pod) {
   return text;
 }
 
+}  // namespace
+
 // Why a registration is malformed, or "" when it is well formed.
-std::string check_register(const protocol::RegisterRequest& r) {
+std::string registration_problem(const protocol::RegisterRequest& r) {
   if (r.requested_class > 1)
     return "requested class " + std::to_string(r.requested_class) + " is not 0 or 1";
   if (r.device_count > protocol::kMaxDevices)
@@ -61,20 +61,33 @@ std::string check_register(const protocol::RegisterRequest& r) {
   return "";
 }
 
-}  // namespace
+std::string declaration_problem(const protocol::MemDeclare& m, size_t held, bool known) {
+  if (m.device < 0 || m.device > protocol::kMaxDeviceIndex)
+    return "declared memory on device " + std::to_string(m.device);
+  if (m.bytes > kMaxAllocationBytes)
+    return "declared an implausible allocation of " + std::to_string(m.bytes) + " bytes";
+  if (m.kind > protocol::kMaxAllocKind || m.flags > protocol::kMemDeclareKnownFlags)
+    return "declared memory with unknown kind/flags";
+  bool reservation = m.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation);
+  if (reservation != ((m.handle & protocol::kReservationTokenBit) != 0))
+    return "declared a reservation without a token, or a token without a reservation";
+  if (held >= kMaxAllocationsPerJob && !known)
+    return "declared more than " + std::to_string(kMaxAllocationsPerJob) + " allocations";
+  return "";
+}
 
-void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
+void ShimSessions::on_register(Connection& c, const protocol::RegisterRequest& r) {
   protocol::RegisterReply answer{};
-  if (std::string problem = check_register(r); !problem.empty()) {
+  if (std::string problem = registration_problem(r); !problem.empty()) {
     answer.status = static_cast<uint32_t>(protocol::RegisterStatus::bad_request);
     protocol::copy_text(answer.message, problem.c_str());
     int fd = c.fd;
-    if (reply(c, protocol::MessageType::register_reply, &answer, sizeof answer))
-      drop(fd, "bad registration: " + problem);
+    if (hooks_.reply(c, protocol::MessageType::register_reply, &answer, sizeof answer, -1))
+      hooks_.drop(fd, "bad registration: " + problem);
     return;
   }
   Job job;
-  job.id = registry_.next_id();
+  job.id = parts_.registry.next_id();
   job.connection = c.fd;
   job.peer = c.peer;
   job.client_pid = r.client_pid;
@@ -84,28 +97,29 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
   job.devices.assign(r.devices, r.devices + r.device_count);
   job.registered = Clock::now();
   // The shim asks before its cuInit, registers after: a process told to be an MPS client is one.
-  job.mps_client = mps_clients_.contains(c.peer.pid);
+  job.mps_client = hooks_.mps_client(c.peer.pid);
   // The job's pod, from the kernel: the cgroup of the SO_PEERCRED pid, never the message; and
   // its allocation, from the token the device plugin mounted into its container.
-  ProcessPod found = pod_of_process(proc_root_, c.peer.pid, config_.kubernetes);
+  ProcessPod found = pod_of_process(parts_.proc_root, c.peer.pid, parts_.config.kubernetes);
   job.peer.pod = found.pod;
   if (!found.cgroup_problem.empty())
-    warn_limited("uid=" + std::to_string(c.peer.uid) + " cgroup",
-                 "register pid=" + std::to_string(c.peer.pid) + " uid=" +
-                     std::to_string(c.peer.uid) + ": no pod identity: " + found.cgroup_problem);
+    hooks_.warn("uid=" + std::to_string(c.peer.uid) + " cgroup",
+                "register pid=" + std::to_string(c.peer.pid) + " uid=" +
+                    std::to_string(c.peer.uid) + ": no pod identity: " + found.cgroup_problem);
   if (!found.allocation_problem.empty())
-    warn_limited("allocations", "register pid=" + std::to_string(c.peer.pid) +
-                                    ": no allocation: " + found.allocation_problem);
+    hooks_.warn("allocations", "register pid=" + std::to_string(c.peer.pid) +
+                                   ": no allocation: " + found.allocation_problem);
 
   std::string message = "registered";
-  if (job.requested == JobClass::production && !production_rule_for(config_, job.peer, job.name)) {
+  if (job.requested == JobClass::production &&
+      !production_rule_for(parts_.config, job.peer, job.name)) {
     job.granted = JobClass::opportunistic;
-    message = "production refused: no production rule in " + config_path_ + " matches uid " +
+    message = "production refused: no production rule in " + parts_.config_path + " matches uid " +
               std::to_string(c.peer.uid) + ", gid " + std::to_string(c.peer.gid) + ", job '" +
               job.name + "'; registered as opportunistic";
     spdlog::warn("refuse production pid={} uid={} gid={} job={}{}: no production rule matches",
                  c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), pod_text(job.peer.pod));
-    counters_.refused(Refusal::production);
+    parts_.counters.refused(Refusal::production);
   }
 
   std::string error;
@@ -115,22 +129,23 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
                   log_text(job.name), error);
     answer.status = static_cast<uint32_t>(protocol::RegisterStatus::unavailable);
     protocol::copy_text(answer.message, ("daemon cannot create a control block: " + error).c_str());
-    reply(c, protocol::MessageType::register_reply, &answer, sizeof answer);
+    hooks_.reply(c, protocol::MessageType::register_reply, &answer, sizeof answer, -1);
     return;
   }
   // Before the shim can allocate: whether its memory is made swappable (memory.oversubscribe).
-  job.block.page()->swappable_memory.store(
-      config_.memory.oversubscribe && job.granted == protocol::JobClass::opportunistic);
+  job.block.page()->swappable_memory.store(parts_.config.memory.oversubscribe &&
+                                           job.granted == protocol::JobClass::opportunistic);
 
   answer.status = static_cast<uint32_t>(protocol::RegisterStatus::ok);
   answer.granted_class = static_cast<uint32_t>(job.granted);
   answer.job_id = job.id;
   protocol::copy_text(answer.message, message.c_str());
-  if (!reply(c, protocol::MessageType::register_reply, &answer, sizeof answer, job.block.memfd()))
+  if (!hooks_.reply(c, protocol::MessageType::register_reply, &answer, sizeof answer,
+                    job.block.memfd()))
     return;                 // the client went away before its reply: nothing registered
   job.block.close_memfd();  // the shim holds its own descriptor now; our mapping stays
 
-  connections_.set_role(c, Connection::Role::shim);
+  hooks_.registered(c);
   c.job_id = job.id;
   spdlog::info("register pid={} uid={} gid={} job={}{} class={} requested={} devices={} id={}{}",
                c.peer.pid, c.peer.uid, c.peer.gid, log_text(job.name), pod_text(job.peer.pod),
@@ -139,47 +154,36 @@ void Server::on_register(Connection& c, const protocol::RegisterRequest& r) {
                r.client_pid != static_cast<uint32_t>(c.peer.pid)
                    ? " client_pid=" + std::to_string(r.client_pid)
                    : std::string());
-  registry_.add(std::move(job));
-  notify_status();
+  parts_.registry.add(std::move(job));
+  hooks_.jobs_changed();
 }
 
-void Server::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
-  Job* job = registry_.find(c.job_id);
-  if (!job) return drop(c.fd, "declared memory without a job");
-  if (m.device < 0 || m.device > protocol::kMaxDeviceIndex)
-    return drop(c.fd, "declared memory on device " + std::to_string(m.device));
-  if (m.bytes > kMaxAllocationBytes)
-    return drop(c.fd,
-                "declared an implausible allocation of " + std::to_string(m.bytes) + " bytes");
-  if (m.kind > protocol::kMaxAllocKind || m.flags > protocol::kMemDeclareKnownFlags)
-    return drop(c.fd, "declared memory with unknown kind/flags");
-  bool reservation = m.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation);
-  if (reservation != ((m.handle & protocol::kReservationTokenBit) != 0))
-    return drop(c.fd, "declared a reservation without a token, or a token without a reservation");
-  auto key = std::make_pair(static_cast<int>(m.device), m.handle);
-  if (job->memory.size() >= kMaxAllocationsPerJob && !job->memory.count(key))
-    return drop(c.fd,
-                "declared more than " + std::to_string(kMaxAllocationsPerJob) + " allocations");
+void ShimSessions::on_mem_declare(Connection& c, const protocol::MemDeclare& m) {
+  Job* job = parts_.registry.find(c.job_id);
+  if (!job) return hooks_.drop(c.fd, "declared memory without a job");
+  const bool known = job->memory.count({static_cast<int>(m.device), m.handle}) != 0;
+  if (std::string problem = declaration_problem(m, job->memory.size(), known); !problem.empty())
+    return hooks_.drop(c.fd, problem);
   // A handle declared twice (a re-declaration racing the allocation's own declaration after a
   // reconnect) simply replaces the first.
   spdlog::debug("alloc pid={} job={} device={} bytes={} flags={}", c.peer.pid, log_text(job->name),
                 m.device, m.bytes, m.flags);
-  admit_memory(c, *job, m);  // memory_admission.cpp: admitted, refused, or deferred
+  hooks_.admit_memory(c, *job, m);  // memory_admission.cpp: admitted, refused, or deferred
 }
 
-void Server::on_mem_release(Connection& c, const protocol::MemRelease& m) {
-  Job* job = registry_.find(c.job_id);
-  if (!job) return drop(c.fd, "released memory without a job");
-  if (m.reserved != 0) return drop(c.fd, "released memory with a non-zero reserved field");
+void ShimSessions::on_mem_release(Connection& c, const protocol::MemRelease& m) {
+  Job* job = parts_.registry.find(c.job_id);
+  if (!job) return hooks_.drop(c.fd, "released memory without a job");
+  if (m.reserved != 0) return hooks_.drop(c.fd, "released memory with a non-zero reserved field");
   // Unknown handles are normal after a reconnect (freed before the re-declaration): ignored.
   if (!job->erase_allocation({m.device, m.handle}))
     spdlog::debug("free pid={} job={}: unknown handle on device {}", c.peer.pid,
                   log_text(job->name), m.device);
   else
-    memory_released(*job, m.device);
+    hooks_.memory_released(*job, m.device);
 }
 
-void Server::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {
+void ShimSessions::set_job_class(Job& job, protocol::JobClass to, const Peer& by) {
   JobClass from = job.granted;
   job.granted = to;
   job.block.set_job_class(to);
