@@ -12,16 +12,12 @@
 #include <new>
 #include <vector>
 
-#include "gpushare/protocol/futex.h"
-#include "background_thread.h"
-#include "daemon_link.h"
 #include "driver_calls.h"
+#include "gpushare/protocol/futex.h"
 #include "log.h"
 #include "stream_capture.h"
 
 namespace gpushare::shim {
-
-std::atomic<uint64_t> g_next_mark{kNoMark};
 
 namespace {
 
@@ -48,19 +44,23 @@ void sleep_ns(long ns) {
   nanosleep(&t, nullptr);
 }
 
+}  // namespace
+
 class CompletionTracker {
  public:
+  explicit CompletionTracker(ShimContext& ctx) : ctx_(ctx) {}
+
   void mark(uint64_t ticket, CUstream stream, bool per_thread, bool launched) {
-    // One thread per mark: the one that moves g_next_mark on records it.
-    uint64_t due = g_next_mark.load(std::memory_order_relaxed);
+    // One thread per mark: the one that moves ctx_.next_mark on records it.
+    uint64_t due = ctx_.next_mark.load(std::memory_order_relaxed);
     const uint64_t stride = stride_.load(std::memory_order_relaxed);
     if (ticket < due || stride == 0) return;
-    if (!g_next_mark.compare_exchange_strong(due, ticket + stride, std::memory_order_relaxed))
+    if (!ctx_.next_mark.compare_exchange_strong(due, ticket + stride, std::memory_order_relaxed))
       return;
     if (!launched) return;
     std::lock_guard lock(mutex_);
     if (off_ || pending_.size() >= kMostPendingMarks) return;
-    const DriverCalls& d = driver_calls();
+    const DriverCalls& d = ctx_.driver();
     RelaxedCapture relaxed(d);
     if (capturing(d, stream, per_thread)) return;
     auto record_fn = per_thread && d.event_record_ptsz ? d.event_record_ptsz : d.event_record;
@@ -81,7 +81,7 @@ class CompletionTracker {
     pending_.push_back({ticket, event, context});
     // Published now, not at the next poll: the daemon's idle relay must see marked work as
     // pending from the moment it is on the GPU (completed_launches < last_mark_launch).
-    if (block_ && block_ == control_block())
+    if (block_ && block_ == control_block(ctx_))
       block_->last_mark_launch.store(ticket, std::memory_order_release);
     // Only where the daemon's idle relay watches this job's marks (it asked for fast polls) is a
     // sleeping poller woken: there a mark seen 10 ms late holds idle-gated jobs for nothing. Waking
@@ -95,7 +95,7 @@ class CompletionTracker {
   }
 
   // The poller's loop (never returns).
-  void poll_forever() {
+  [[noreturn]] void poll_forever() {
     for (;;) {
       const uint32_t seq = wake_word_.load();
       if (poll_once()) {
@@ -129,10 +129,11 @@ class CompletionTracker {
     idle_.store(false);
     busy_poll_ns_.store(kPollBusyNs, std::memory_order_relaxed);
     stride_.store(0, std::memory_order_relaxed);
-    g_next_mark.store(kNoMark, std::memory_order_relaxed);
+    ctx_.next_mark.store(kNoMark, std::memory_order_relaxed);
   }
 
  private:
+  friend bool completions_poll(ShimContext& ctx);
   struct Mark {
     uint64_t launch;  // the launch number the mark follows
     CUevent event;
@@ -142,7 +143,7 @@ class CompletionTracker {
   // Follows the current block's stride and publishes what completed. Returns whether marks are
   // pending (poll again soon).
   bool poll_once() {
-    protocol::ControlBlock* block = control_block();
+    protocol::ControlBlock* block = control_block(ctx_);
     std::lock_guard lock(mutex_);
     if (off_) return false;
     if (block != block_) {
@@ -154,13 +155,14 @@ class CompletionTracker {
       block_ = block;
       block->last_mark_launch.store(0, std::memory_order_relaxed);
       stride_.store(0, std::memory_order_relaxed);
-      g_next_mark.store(kNoMark, std::memory_order_relaxed);
+      ctx_.next_mark.store(kNoMark, std::memory_order_relaxed);
     }
     const uint32_t stride = valid_stride(block->completion_stride.load(std::memory_order_relaxed));
     if (stride != stride_.load(std::memory_order_relaxed)) {
       stride_.store(stride, std::memory_order_relaxed);
-      g_next_mark.store(stride ? block->launches.load(std::memory_order_relaxed) + stride : kNoMark,
-                        std::memory_order_relaxed);
+      ctx_.next_mark.store(
+          stride ? block->launches.load(std::memory_order_relaxed) + stride : kNoMark,
+          std::memory_order_relaxed);
     }
     const uint32_t poll_us = block->completion_poll_us.load(std::memory_order_relaxed);
     busy_poll_ns_.store(poll_us >= kFastestPollUs && poll_us <= kSlowestPollUs
@@ -180,7 +182,7 @@ class CompletionTracker {
 
   // Retires the marks that completed, oldest first.
   void reap() {
-    const DriverCalls& d = driver_calls();
+    const DriverCalls& d = ctx_.driver();
     while (!off_ && !retired_.empty()) {  // marks of an old block: only their events matter
       if (!use_context(retired_.front().context)) return;
       CUresult r = d.event_query(retired_.front().event);
@@ -203,7 +205,7 @@ class CompletionTracker {
   // Events belong to a context: the poller makes the mark's context current before querying.
   bool use_context(CUcontext context) {
     if (context == poller_context_) return true;
-    if (CUresult r = driver_calls().ctx_set_current(context); r != CUDA_SUCCESS) {
+    if (CUresult r = ctx_.driver().ctx_set_current(context); r != CUDA_SUCCESS) {
       give_up("cuCtxSetCurrent", r);
       return false;
     }
@@ -226,12 +228,13 @@ class CompletionTracker {
   void give_up(const char* what, CUresult r) {
     off_ = true;
     pending_.clear();
-    g_next_mark.store(kNoMark, std::memory_order_relaxed);
+    ctx_.next_mark.store(kNoMark, std::memory_order_relaxed);
     if (block_) block_->completion_tracked.store(0, std::memory_order_relaxed);
     log_warning("completion signal off for this process: %s failed (CUDA error %d)", what,
                 static_cast<int>(r));
   }
 
+  ShimContext& ctx_;
   std::mutex mutex_;
   std::deque<Mark> pending_;   // in recording order
   std::deque<Mark> retired_;   // marks of a replaced block, still to complete
@@ -246,48 +249,46 @@ class CompletionTracker {
   bool off_ = false;
 };
 
-// Never destroyed: a launch may run during exit. Created on first use without a function-local
-// static, whose initialisation guard a fork child could find held by a thread of the parent.
-std::atomic<CompletionTracker*> g_tracker{nullptr};
+namespace {
 
-CompletionTracker& tracker() {
-  CompletionTracker* t = g_tracker.load(std::memory_order_acquire);
+// Made on first use without a function-local static, whose initialisation guard a fork child could
+// find held by a thread of the parent. Never destroyed for g_shim: a launch may run during exit.
+CompletionTracker& tracker(ShimContext& ctx) {
+  CompletionTracker* t = ctx.completions.load(std::memory_order_acquire);
   if (t) return *t;
-  auto* made = new CompletionTracker;
-  if (g_tracker.compare_exchange_strong(t, made, std::memory_order_acq_rel)) return *made;
+  auto* made = new CompletionTracker(ctx);
+  if (ctx.completions.compare_exchange_strong(t, made, std::memory_order_acq_rel)) return *made;
   delete made;  // another thread won
   return *t;
 }
 
-std::atomic<bool> g_poller_started{false};
-
-void* poller_body(void*) {
-  tracker().poll_forever();
-  return nullptr;
-}
-
-void stop_at_exit() { tracker().at_exit(); }
-
 }  // namespace
 
-void completion_mark(uint64_t ticket, CUstream stream, bool per_thread_stream, bool launched) {
-  tracker().mark(ticket, stream, per_thread_stream, launched);
+void completion_mark(ShimContext& ctx, uint64_t ticket, CUstream stream, bool per_thread_stream,
+                     bool launched) {
+  tracker(ctx).mark(ticket, stream, per_thread_stream, launched);
 }
 
-void completions_start() {
-  if (g_poller_started.exchange(true)) return;
-  // Registered after the CUDA runtime's own exit handler (cuInit has run), so it runs before it.
-  atexit(stop_at_exit);
-  if (!start_background_thread(poller_body)) {
-    log_warning("completion signal off for this process: its poller thread could not start");
-  }
+bool completions_poll(ShimContext& ctx) {
+  return tracker(ctx).poll_once();
 }
 
-void completions_reset_after_fork() {
+void completions_stop(ShimContext& ctx) {
+  tracker(ctx).at_exit();
+}
+
+void completions_poll_forever(ShimContext& ctx) {
+  tracker(ctx).poll_forever();
+}
+
+void completions_forget_after_fork(ShimContext& ctx) {
   // A process that never recorded a mark has nothing to forget.
-  if (CompletionTracker* t = g_tracker.load(std::memory_order_acquire)) t->reset_after_fork();
-  g_next_mark.store(kNoMark, std::memory_order_relaxed);
-  g_poller_started.store(false);
+  if (CompletionTracker* t = ctx.completions.load(std::memory_order_acquire)) t->reset_after_fork();
+  ctx.next_mark.store(kNoMark, std::memory_order_relaxed);
+}
+
+void completions_release(ShimContext& ctx) {
+  delete ctx.completions.exchange(nullptr);
 }
 
 }  // namespace gpushare::shim

@@ -18,26 +18,41 @@
 #include <cstdint>
 
 #include "cuda_api.h"
+#include "shim_context.h"
 
 namespace gpushare::shim {
 
-inline constexpr uint64_t kNoMark = ~uint64_t{0};
-
-// The launch number that records the next mark; kNoMark while completions are off.
-extern std::atomic<uint64_t> g_next_mark;
-
-inline bool completion_mark_due(uint64_t ticket) {
-  return ticket >= g_next_mark.load(std::memory_order_relaxed);
+// Whether the launch numbered `ticket` records the next mark (ctx.next_mark; kNoMark: off).
+inline bool completion_mark_due(const ShimContext& ctx, uint64_t ticket) {
+  return ticket >= ctx.next_mark.load(std::memory_order_relaxed);
 }
 
+// The marks are `ctx`'s (ShimContext::completions), made on first use; they follow the stride of
+// the control block in force in `ctx`, publish there, and call the driver through ctx.driver.
+//
 // The slow path of a launch numbered `ticket` that reached the next mark: records the mark on
 // `stream` when the launch succeeded (and the stream is not capturing a graph).
-void completion_mark(uint64_t ticket, CUstream stream, bool per_thread_stream, bool launched);
+void completion_mark(ShimContext& ctx, uint64_t ticket, CUstream stream, bool per_thread_stream,
+                     bool launched);
+// One pass of the poller: follows the block's stride and poll period, retires the marks that
+// completed, publishes completed_launches. Returns whether marks are still pending.
+bool completions_poll(ShimContext& ctx);
+// Before exit: no driver call from the marks after this (the runtime tears its contexts down).
+void completions_stop(ShimContext& ctx);
 
-// Starts the poller thread once per process (after registration: it follows whichever control
-// block is current, and the stride the daemon writes there).
+// The poller's loop: polls while marks are pending (every completion_poll_us), else sleeps until
+// the next mark or 10 ms. Never returns.
+[[noreturn]] void completions_poll_forever(ShimContext& ctx);
+// In a forked child: forget the parent's marks and events.
+void completions_forget_after_fork(ShimContext& ctx);
+
+// completions_poller.cpp, the process's (g_shim's) poller thread: started once, after
+// registration (it follows whichever control block is current and the stride the daemon writes
+// there), stopped before the CUDA runtime's exit handler; a fork child starts none until it
+// registers.
 void completions_start();
-// pthread_atfork child handler: the parent's poller and events do not exist in the child.
 void completions_reset_after_fork();
+// When a test's context goes: deletes its marks' state. Never for g_shim.
+void completions_release(ShimContext& ctx);
 
 }  // namespace gpushare::shim

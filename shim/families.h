@@ -48,8 +48,8 @@ inline CUresult launch(A... args) {
   if (bound) [[unlikely]]
     in_flight_after_launch(g_shim, bound, launch_stream(args...), kPerThreadStream<H>,
                            result == CUDA_SUCCESS);
-  if (completion_mark_due(pass.ticket)) [[unlikely]]
-    completion_mark(pass.ticket, launch_stream(args...), kPerThreadStream<H>,
+  if (completion_mark_due(g_shim, pass.ticket)) [[unlikely]]
+    completion_mark(g_shim, pass.ticket, launch_stream(args...), kPerThreadStream<H>,
                     result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
@@ -79,8 +79,8 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   CUresult result = fn(graph, stream);
   if (bound) [[unlikely]]
     in_flight_after_launch(g_shim, bound, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
-  if (completion_mark_due(pass.ticket)) [[unlikely]]
-    completion_mark(pass.ticket, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
+  if (completion_mark_due(g_shim, pass.ticket)) [[unlikely]]
+    completion_mark(g_shim, pass.ticket, stream, kPerThreadStream<H>, result == CUDA_SUCCESS);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }

@@ -45,23 +45,29 @@ TEST(ModeShares, UnmeasuredModesAreMeasuredAlike) {
 }
 
 // Beside a gappy production job that it does not slow, the opportunistic job runs beside it all
-// the time but the reference share and the other mode's exploring share.
+// the time but the reference share: gated, which gains less, is not explored while beside takes
+// all the time (on the H100 its 5 % held the opportunistic job under 0.9 of MPS-prio's).
 TEST(ModeShares, AFreeModeTakesAllButTheReference) {
   const auto shares = mode_shares(measured({.harm = 0.02}, 0.3, {.harm = 0}, 0.8), settings());
-  EXPECT_NEAR(shares[kBeside], 0.90, 1e-12);
-  EXPECT_NEAR(shares[kGated], 0.05, 1e-12);
+  EXPECT_NEAR(shares[kBeside], 0.95, 1e-12);
+  EXPECT_NEAR(shares[kGated], 0, 1e-12);
   EXPECT_NEAR(shares[kPaused], 0.05, 1e-12);
 }
 
-// A mode that harvests less is still run its exploring share: one wrong reading (a gain of 0
-// while the opportunistic job was still starting) must not keep it out for good.
+// A mode that harvests less is still run its exploring share where it could be needed: one wrong
+// reading (a gain of 0 while the opportunistic job was still starting) must not keep beside out
+// for good. Gated is explored again as soon as beside cannot take all the time.
 TEST(ModeShares, AModeThatLostIsStillMeasured) {
-  for (const auto& [gated_gain, beside_gain] : {std::pair{0.0, 0.8}, std::pair{0.3, 0.0}}) {
-    const auto shares =
-        mode_shares(measured({.harm = 0}, gated_gain, {.harm = 0}, beside_gain), settings());
-    EXPECT_NEAR(std::min(shares[kGated], shares[kBeside]), 0.05, 1e-12);
-    EXPECT_NEAR(shares[kGated] + shares[kBeside], 0.95, 1e-12);
-  }
+  const auto beside_lost = mode_shares(measured({.harm = 0}, 0.3, {.harm = 0}, 0.0), settings());
+  EXPECT_NEAR(beside_lost[kBeside], 0.05, 1e-12);
+  EXPECT_NEAR(beside_lost[kGated], 0.90, 1e-12);
+  const auto gated_lost = mode_shares(measured({.harm = 0}, 0.0, {.harm = 0}, 0.8), settings());
+  EXPECT_NEAR(gated_lost[kGated], 0, 1e-12);
+  EXPECT_NEAR(gated_lost[kBeside], 0.95, 1e-12);
+  const auto beside_limited =
+      mode_shares(measured({.harm = 0}, 0.0, {.harm = 0.1}, 0.8), settings());
+  EXPECT_NEAR(beside_limited[kGated], 0.05, 1e-12);
+  EXPECT_LT(beside_limited[kBeside], 0.5);
 }
 
 // Beside a saturating production job every mode costs it: the opportunistic job gets the most
@@ -103,13 +109,18 @@ TEST(ModeShares, AnUncertainCostShownTooHighIsSpentMoreCarefully) {
 TEST(ModeShares, ACostWithinTheNoiseOfTheTargetGetsTheBenefitOfTheDoubt) {
   const auto doubtful =
       mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.065, .error = 0.03}, 1), settings());
-  EXPECT_NEAR(doubtful[kBeside], 0.90, 0.01);  // all but the reference and gated's exploring
+  EXPECT_NEAR(doubtful[kBeside], 0.95, 0.01);  // all but the reference
   const auto clear = mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.065}, 1), settings());
   EXPECT_LT(clear[kBeside], 0.8);
   // Taken low it must fit all the time the mode could get: 12 % +- 3 % does not.
   const auto costly =
       mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.12, .error = 0.03}, 1), settings());
   EXPECT_LT(costly[kBeside], 0.4);
+  // A reading too uncertain to tell anything is taken high: 12 % +- 9 % (three pairs of periods
+  // beside a saturating job on the H100, whose cost was 15-24 %) is rationed.
+  const auto uncertain =
+      mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.122, .error = 0.088}, 1), settings());
+  EXPECT_LT(uncertain[kBeside], 0.3);
 }
 
 // Whatever the costs and gains, the loss stays within what the target allows as long as
@@ -552,11 +563,14 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
   // 0.05 (gated throughout) when they were read. 0.53 since production's warm-up is not measured
   // (0.58 before): the first costs then rest on later windows, and three of them read beside at
   // 0.20 +- 0.03 (its true cost 0.02), which held it to its exploring share for 2 s of the 18.
-  EXPECT_GE(outcome.opportunistic, 0.65 * 0.8);
+  // 0.48 since an uncertain cost gets no benefit of the doubt: the readings that followed, 0.10
+  // +- 0.05 to 0.09 +- 0.04, are rationed until their error falls (production 0.986 here; on the
+  // H100 the same rule keeps 12 % +- 9 % read beside a saturating job from running it 90 %).
+  EXPECT_GE(outcome.opportunistic, 0.45);
   EXPECT_GE(outcome.production, 0.95);
   c.on_mps = false;  // the same with the budget chosen directly
   const Outcome direct = run_concurrency(c, 21, 3);
-  EXPECT_GE(direct.opportunistic, 0.65 * 0.8);
+  EXPECT_GE(direct.opportunistic, 0.45);
   EXPECT_GE(direct.production, 0.95);
 }
 
@@ -597,9 +611,12 @@ TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
   c.on_mps = true;
   const Outcome outcome = run_concurrency(c, 24, 6);
   EXPECT_GE(outcome.production, 0.95);
-  c.warm_up_ms = 0;  // measured from the first busy window: the start-up biases the costs
+  // Measured from the first busy window, the start-up biases the costs: 0.940 while an uncertain
+  // cost still got the benefit of the doubt; 0.955 since it does not (the biased readings are
+  // also the uncertain ones), so the warm-up is now a second guard.
+  c.warm_up_ms = 0;
   const Outcome unwarmed = run_concurrency(c, 24, 6);
-  EXPECT_LT(unwarmed.production, outcome.production - 0.01);
+  EXPECT_GE(unwarmed.production, 0.95);
 }
 
 // A server's throughput is its load: the cost shows as busy time per request (latency), and the
