@@ -175,7 +175,7 @@ json CtlService::jobs() {
          {"launches", job.rate.last()},
          {"memory_bytes", job.memory_bytes()},
          {"allocations", job.memory.size()},
-         {"memory_state", hooks_.memory_state(job)},  // memory_ctl.cpp
+         {"memory_state", job_memory_report(parts_.config.memory, job, true)},
          {"memory", memory},
          {"gate", gate_json(job)},
          {"age_s", std::chrono::duration<double>(now - job.registered).count()}});

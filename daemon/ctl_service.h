@@ -48,8 +48,7 @@ struct CtlHooks {
   std::function<DaemonFacts()> facts;
   // The devices `status` lists (the same as /metrics: Server::known_devices).
   std::function<std::set<int>()> known_devices;
-  std::function<nlohmann::json(int device)> rotation;          // null while nothing rotates there
-  std::function<nlohmann::json(const Job& job)> memory_state;  // memory_ctl.cpp
+  std::function<nlohmann::json(int device)> rotation;  // null while nothing rotates there
   // A job's class changes: the job and its shim learn it (shim_sessions.h).
   std::function<void(Job& job, protocol::JobClass to, const Peer& by)> set_class;
   std::function<ConfigResult()> reload;

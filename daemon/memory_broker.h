@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 
 #include "memory_config.h"
@@ -78,6 +79,12 @@ bool holds_memory_on(const Job& job, int device);
 DeviceMemoryUse device_use(Registry& registry, int device);
 // The job's limit per device: `gpusharectl set-limit`, else the first matching rule.
 std::optional<uint64_t> job_limit(const MemoryConfig& config, const Job& job);
+// The memory part of `gpusharectl jobs` for one job (memory_ctl.cpp, docs/memory.md): its swap
+// state, limit, bytes by kind and, with `with_sites`, its largest allocation sites, at most
+// kSitesInReply of them with a count of the others, so that one job cannot make the reply too
+// big to send.
+inline constexpr size_t kSitesInReply = 16;
+nlohmann::json job_memory_report(const MemoryConfig& config, const Job& job, bool with_sites);
 
 }  // namespace gpushare::daemon
 

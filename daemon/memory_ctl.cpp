@@ -1,24 +1,19 @@
 // The memory part of gpusharectl's `jobs` (docs/memory.md); `set-limit` is the ctl service's.
-#include <spdlog/spdlog.h>
-
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "gpushare/protocol/ctl.h"
-#include "logging.h"
-#include "server.h"
+#include "gpushare/protocol/wire.h"
+#include "memory_broker.h"
+#include "memory_job.h"
+#include "registry.h"
 
 namespace gpushare::daemon {
 
 using nlohmann::json;
-namespace ctl = protocol::ctl;
 
-namespace {
-constexpr size_t kSitesInReply = 16;  // per job in `gpusharectl jobs`
-}  // namespace
-
-json Server::memory_json(const Job& job, bool with_sites) const {
+json job_memory_report(const MemoryConfig& config, const Job& job, bool with_sites) {
   const JobMemory& m = job.memory_state;
-  std::optional<uint64_t> limit = job_limit(config_.memory, job);
+  std::optional<uint64_t> limit = job_limit(config, job);
   uint64_t swappable = 0, reserved = 0;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_site;  // site -> (bytes, allocations)
   for (const auto& [key, a] : job.memory) {

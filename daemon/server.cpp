@@ -102,7 +102,6 @@ CtlHooks Server::ctl_hooks() {
           },
       .known_devices = [this] { return known_devices(); },
       .rotation = [this](int device) { return rotation_json(device); },
-      .memory_state = [this](const Job& job) { return memory_json(job, true); },
       .set_class = [this](Job& job, protocol::JobClass to,
                           const Peer& by) { shims_.set_job_class(job, to, by); },
       .reload = [this] { return reload(); },

@@ -105,7 +105,6 @@ class Server {
   void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
   void serve_memory_waiters(Clock::time_point now);
   void answer_memory(uint64_t job_id, int fd, bool admitted);
-  nlohmann::json memory_json(const Job& job, bool with_sites) const;
 
   // server.cpp: a JSON request from gpusharectl, framed; the ctl service (ctl_service.h) answers
   // it with the parts and hooks ctl_hooks() gives it.

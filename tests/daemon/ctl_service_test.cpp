@@ -32,7 +32,6 @@ struct Service {
                                      return std::set<int>{0, 3};
                                    },
                                .rotation = [](int) { return json(nullptr); },
-                               .memory_state = [](const Job&) { return json(nullptr); },
                                .set_class = [](Job&, protocol::JobClass, const Peer&) {},
                                .reload =
                                    [this] {

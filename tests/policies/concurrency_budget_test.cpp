@@ -116,11 +116,17 @@ TEST(ModeShares, ACostWithinTheNoiseOfTheTargetGetsTheBenefitOfTheDoubt) {
   const auto costly =
       mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.12, .error = 0.03}, 1), settings());
   EXPECT_LT(costly[kBeside], 0.4);
-  // A reading too uncertain to tell anything is taken high: 12 % +- 9 % (three pairs of periods
-  // beside a saturating job on the H100, whose cost was 15-24 %) is rationed.
-  const auto uncertain =
-      mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.122, .error = 0.088}, 1), settings());
-  EXPECT_LT(uncertain[kBeside], 0.3);
+  // The doubt is for a reading within twice the target's allowance, its error too: beside a
+  // saturating job on the H100 (true cost 15-24 %) 12 % +- 9 % and 7 % +- 13 % are rationed;
+  // beside a gappy one, whose speed is noisy, -15 % +- 9 % is not.
+  for (const ModeCost& reading :
+       {ModeCost{.harm = 0.122, .error = 0.088}, ModeCost{.harm = 0.068, .error = 0.134}}) {
+    const auto rationed = mode_shares(measured({.harm = 0.1}, 0, reading, 1), settings());
+    EXPECT_LT(rationed[kBeside], 0.3);
+  }
+  const auto noisy =
+      mode_shares(measured({.harm = 0.1}, 0, {.harm = -0.146, .error = 0.094}, 1), settings());
+  EXPECT_NEAR(noisy[kBeside], 0.95, 1e-12);
 }
 
 // Whatever the costs and gains, the loss stays within what the target allows as long as
@@ -563,14 +569,11 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
   // 0.05 (gated throughout) when they were read. 0.53 since production's warm-up is not measured
   // (0.58 before): the first costs then rest on later windows, and three of them read beside at
   // 0.20 +- 0.03 (its true cost 0.02), which held it to its exploring share for 2 s of the 18.
-  // 0.48 since an uncertain cost gets no benefit of the doubt: the readings that followed, 0.10
-  // +- 0.05 to 0.09 +- 0.04, are rationed until their error falls (production 0.986 here; on the
-  // H100 the same rule keeps 12 % +- 9 % read beside a saturating job from running it 90 %).
-  EXPECT_GE(outcome.opportunistic, 0.45);
+  EXPECT_GE(outcome.opportunistic, 0.65 * 0.8);
   EXPECT_GE(outcome.production, 0.95);
   c.on_mps = false;  // the same with the budget chosen directly
   const Outcome direct = run_concurrency(c, 21, 3);
-  EXPECT_GE(direct.opportunistic, 0.45);
+  EXPECT_GE(direct.opportunistic, 0.65 * 0.8);
   EXPECT_GE(direct.production, 0.95);
 }
 
@@ -611,12 +614,9 @@ TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
   c.on_mps = true;
   const Outcome outcome = run_concurrency(c, 24, 6);
   EXPECT_GE(outcome.production, 0.95);
-  // Measured from the first busy window, the start-up biases the costs: 0.940 while an uncertain
-  // cost still got the benefit of the doubt; 0.955 since it does not (the biased readings are
-  // also the uncertain ones), so the warm-up is now a second guard.
-  c.warm_up_ms = 0;
+  c.warm_up_ms = 0;  // measured from the first busy window: the start-up biases the costs
   const Outcome unwarmed = run_concurrency(c, 24, 6);
-  EXPECT_GE(unwarmed.production, 0.95);
+  EXPECT_LT(unwarmed.production, outcome.production - 0.01);
 }
 
 // A server's throughput is its load: the cost shows as busy time per request (latency), and the
