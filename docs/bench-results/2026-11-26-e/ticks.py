@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Tick-log analysis of gpushared trace logs in callN-PART-logs.tgz archives.
+
+For each daemon log (gpushared-<policy>.log) in each archive given (default: every
+call*-logs.tgz beside this script):
+  - busy ticks: tick lines where some production token (jobN:P:...) launched > 0 kernels
+    (the same definition as tests/daemon/mps_test.cpp: a tick whose P token starts "0l" is idle);
+  - of those, the share where the opportunistic gate was (paused), (gated) or neither (= beside);
+  - the same shares over idle ticks (production launched nothing while an O job was there);
+  - the last "budget ..." text of the log (each mode's cost±error/gain:share), and the last one
+    whose costs are all measured (no "?").
+Usage: python3 ticks.py [archive.tgz ...]  (prints a markdown table)
+"""
+import glob
+import os
+import re
+import sys
+import tarfile
+
+TOKEN = re.compile(r"job(\d+):([PO]):(\d+)l/(\d+)w(\S*)")
+
+
+def analyse(text):
+    busy = {"paused": 0, "gated": 0, "beside": 0}
+    idle = {"paused": 0, "gated": 0, "beside": 0}
+    last_budget = last_measured = None
+    for line in text.splitlines():
+        if " tick device=" not in line:
+            continue
+        b = line.find(" budget ")
+        if b >= 0:
+            last_budget = line[b + 1:]
+            if "?" not in last_budget.split(":")[0] and "?/" not in last_budget and "=?" not in last_budget:
+                last_measured = last_budget
+        tokens = TOKEN.findall(line)
+        prods = [t for t in tokens if t[1] == "P"]
+        opps = [t for t in tokens if t[1] == "O"]
+        if not prods or not opps:
+            continue
+        is_busy = any(int(t[2]) > 0 for t in prods)
+        for t in opps:
+            rest = t[4]
+            state = "paused" if "(paused)" in rest else "gated" if "(gated)" in rest else "beside"
+            (busy if is_busy else idle)[state] += 1
+    return busy, idle, last_budget, last_measured
+
+
+def shares(d):
+    n = sum(d.values())
+    if not n:
+        return n, "–"
+    return n, " / ".join(f"{d[k] / n:.2f}" for k in ("paused", "gated", "beside"))
+
+
+def main(paths):
+    if not paths:
+        here = os.path.dirname(os.path.abspath(__file__))
+        paths = sorted(glob.glob(os.path.join(here, "call*-logs.tgz")))
+    print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
+          "| idle ticks | paused / gated / beside (prod idle) | last budget line | last fully measured budget |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        part = os.path.basename(path).replace("-logs.tgz", "")
+        with tarfile.open(path) as tar:
+            for m in sorted(tar.getmembers(), key=lambda m: m.name):
+                name = os.path.basename(m.name)
+                if not (name.startswith("gpushared-") and name.endswith(".log")):
+                    continue
+                text = tar.extractfile(m).read().decode("utf-8", "replace")
+                busy, idle, last, measured = analyse(text)
+                policy = name[len("gpushared-"):-len(".log")]
+                nb, sb = shares(busy)
+                ni, si = shares(idle)
+                print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | "
+                      f"{last or '(none)'} | {measured or '(none)'} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
