@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Tick-log analysis of gpushared trace logs in callN-PART-logs.tgz archives.
+"""Tick-log analysis of gpushared trace logs in the archives gpu_round.sh writes (PART-logs.tgz).
 
 For each daemon log (gpushared-<policy>.log) in each archive given (default: every
-call*-logs.tgz beside this script):
+call*-logs.tgz in the current folder):
   - busy ticks: tick lines where some production token (jobN:P:...) launched > 0 kernels
     (the same definition as tests/daemon/mps_test.cpp: a tick whose P token starts "0l" is idle);
   - of those, the share where the opportunistic gate was (paused), (gated) or neither (= beside);
   - the same shares over idle ticks (production launched nothing while an O job was there);
   - the last "budget ..." text of the log (each mode's cost±error/gain:share), and the last one
     whose costs are all measured (no "?").
-Usage: python3 ticks.py [archive.tgz ...]  (prints a markdown table)
+Usage: python3 tools/bench/tick_shares.py [archive.tgz ...]  (prints a markdown table)
+  e.g. python3 tools/bench/tick_shares.py docs/bench-results/2026-11-26-e/*-logs.tgz
 """
 import glob
 import os
@@ -54,8 +55,7 @@ def shares(d):
 
 def main(paths):
     if not paths:
-        here = os.path.dirname(os.path.abspath(__file__))
-        paths = sorted(glob.glob(os.path.join(here, "call*-logs.tgz")))
+        paths = sorted(glob.glob("call*-logs.tgz"))
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
           "| idle ticks | paused / gated / beside (prod idle) | last budget line | last fully measured budget |")
     print("|---|---|---|---|---|---|---|---|")
