@@ -11,62 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "fake_gpu.h"
+
 namespace gpushare::shim {
 namespace {
 
-// A GPU whose work the test finishes by hand. CUevent k is events[k - 1].
-struct FakeGpu {
-  std::vector<bool> complete;
-  std::vector<std::string> calls;  // "create 1", "record 1" (not queries)
-  CUresult create_result = CUDA_SUCCESS;
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-};
-
-FakeGpu* g_gpu = nullptr;
-
-size_t id(CUevent e) {
-  return reinterpret_cast<uintptr_t>(e);
-}
-CUresult ctx_get_current(CUcontext* context) {
-  *context = reinterpret_cast<CUcontext>(uintptr_t{1});
-  return CUDA_SUCCESS;
-}
-CUresult ctx_set_current(CUcontext) {
-  return CUDA_SUCCESS;
-}
-CUresult event_create(CUevent* event, unsigned int) {
-  if (g_gpu->create_result != CUDA_SUCCESS) return g_gpu->create_result;
-  g_gpu->complete.push_back(true);
-  *event = reinterpret_cast<CUevent>(static_cast<uintptr_t>(g_gpu->complete.size()));
-  g_gpu->calls.push_back("create " + std::to_string(id(*event)));
-  return CUDA_SUCCESS;
-}
-CUresult event_record(CUevent event, CUstream) {
-  g_gpu->complete.at(id(event) - 1) = false;
-  g_gpu->calls.push_back("record " + std::to_string(id(event)));
-  return CUDA_SUCCESS;
-}
-CUresult event_query(CUevent event) {
-  return g_gpu->complete.at(id(event) - 1) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-CUresult stream_is_capturing(CUstream, CUstreamCaptureStatus* status) {
-  *status = g_gpu->capture;
-  return CUDA_SUCCESS;
-}
-
-const DriverCalls& fake_driver() {
-  static const DriverCalls driver = [] {
-    DriverCalls d{};
-    d.ctx_get_current = ctx_get_current;
-    d.ctx_set_current = ctx_set_current;
-    d.event_create = event_create;
-    d.event_record = event_record;
-    d.event_query = event_query;
-    d.stream_is_capturing = stream_is_capturing;
-    return d;
-  }();
-  return driver;
-}
+using fake::fake_driver;
+using fake::FakeGpu;
+using fake::g_gpu;
 
 const CUstream kStream = reinterpret_cast<CUstream>(uintptr_t{0x5});
 using Calls = std::vector<std::string>;
@@ -101,11 +53,11 @@ class Completions : public ::testing::Test {
 TEST_F(Completions, OffUntilTheDaemonAsksAndThenAMarkEveryStrideLaunches) {
   launch_until(10);
   EXPECT_EQ(ctx.next_mark.load(), kNoMark);  // the launch path's compare never passes
-  EXPECT_TRUE(gpu.calls.empty());
+  EXPECT_TRUE(gpu.calls_so_far().empty());
   ask_for_marks(4);
   EXPECT_EQ(ctx.next_mark.load(), 14u);  // counted from the launches so far
   launch_until(21);
-  EXPECT_EQ(gpu.calls, (Calls{"create 1", "record 1", "create 2", "record 2"}));
+  EXPECT_EQ(gpu.calls_so_far(), (Calls{"create 1", "record 1", "create 2", "record 2"}));
   EXPECT_EQ(block().last_mark_launch.load(), 18u);  // published at once, for the idle relay
 }
 
@@ -116,16 +68,16 @@ TEST_F(Completions, WhatCompletedIsPublishedInRecordingOrderAndTheEventsReused) 
   EXPECT_EQ(completed(), 0u);
   EXPECT_EQ(block().marks_pending.load(), 2u);
   EXPECT_EQ(block().completion_tracked.load(), 1u);
-  gpu.complete[1] = true;  // the second mark's stream finished first
+  gpu.finish(2);  // the second mark's stream finished first
   completions_poll(ctx);
   EXPECT_EQ(completed(), 0u);  // the oldest is not done: nothing past it counts yet
-  gpu.complete[0] = true;
+  gpu.finish(1);
   EXPECT_FALSE(completions_poll(ctx));
   EXPECT_EQ(completed(), 8u);
   EXPECT_EQ(block().marks_pending.load(), 0u);
   launch_until(12);  // a spare event, not a new one
-  EXPECT_EQ(gpu.calls.back(), "record 2");
-  EXPECT_EQ(gpu.calls.size(), 5u);
+  EXPECT_EQ(gpu.calls_so_far().back(), "record 2");
+  EXPECT_EQ(gpu.calls_so_far().size(), 5u);
 }
 
 TEST_F(Completions, AStrideTheShimCannotFollowTurnsThemOff) {
@@ -136,7 +88,7 @@ TEST_F(Completions, AStrideTheShimCannotFollowTurnsThemOff) {
   EXPECT_EQ(ctx.next_mark.load(), kNoMark);
   ask_for_marks(0);
   launch_until(100);
-  EXPECT_TRUE(gpu.calls.empty());
+  EXPECT_TRUE(gpu.calls_so_far().empty());
 }
 
 // A launch into a capturing stream runs nothing until its graph does: no event there (it would
@@ -147,9 +99,9 @@ TEST_F(Completions, NoMarkInACapturingStreamNorAfterAFailedLaunch) {
   launch_until(4);
   gpu.capture = CU_STREAM_CAPTURE_STATUS_NONE;
   launch_until(6, /*launched=*/false);
-  EXPECT_TRUE(gpu.calls.empty());
+  EXPECT_TRUE(gpu.calls_so_far().empty());
   launch_until(8);
-  EXPECT_EQ(gpu.calls, (Calls{"create 1", "record 1"}));
+  EXPECT_EQ(gpu.calls_so_far(), (Calls{"create 1", "record 1"}));
 }
 
 // A re-registration puts a new block in force: its launch numbers start again, and the old
@@ -165,8 +117,8 @@ TEST_F(Completions, ANewControlBlockStartsAfresh) {
   EXPECT_EQ(fresh.completed_launches.load(), 0u);
   EXPECT_EQ(fresh.marks_pending.load(), 0u);
   launch_until(4);
-  EXPECT_EQ(gpu.calls.back(), "record 3");  // the old marks' events are still busy
-  gpu.complete = {true, true, true};
+  EXPECT_EQ(gpu.calls_so_far().back(), "record 3");  // the old marks' events are still busy
+  gpu.finish_all();
   completions_poll(ctx);
   EXPECT_EQ(fresh.completed_launches.load(), 4u);
   ctx.block.store(&ctx.local_block);
@@ -181,7 +133,7 @@ TEST_F(Completions, ADriverFailureTurnsTheSignalOff) {
   EXPECT_EQ(block().completion_tracked.load(), 0u);
   gpu.create_result = CUDA_SUCCESS;
   launch_until(10);
-  EXPECT_TRUE(gpu.calls.empty());
+  EXPECT_TRUE(gpu.calls_so_far().empty());
 }
 
 TEST_F(Completions, AfterExitBeginsNoDriverCall) {
@@ -190,7 +142,7 @@ TEST_F(Completions, AfterExitBeginsNoDriverCall) {
   completions_stop(ctx);
   launch_until(6);
   EXPECT_FALSE(completions_poll(ctx));
-  EXPECT_EQ(gpu.calls, (Calls{"create 1", "record 1"}));
+  EXPECT_EQ(gpu.calls_so_far(), (Calls{"create 1", "record 1"}));
 }
 
 }  // namespace
