@@ -104,7 +104,8 @@ def split_policy(policy):
 class Gpushare:
     def __init__(self, shim_path, daemon_cmd, policies, run_dir, log_level="info"):
         self.log_level = log_level
-        self.shim = os.path.abspath(shim_path) if shim_path else None
+        # An LD_PRELOAD list: the shim, or e.g. a sanitizer runtime first, then the shim.
+        self.shim = ":".join(os.path.abspath(p) for p in shim_path.split(":")) if shim_path else None
         self.daemon_cmd = daemon_cmd
         self.policies = list(policies)
         self.run_dir = run_dir
@@ -120,8 +121,9 @@ class Gpushare:
         if not self.daemon_cmd:
             return ("not yet: the rate-control policies are not available; once gpushared has them, "
                     "pass --gpushare-daemon 'CMD {socket} {policy}'")
-        if not self.shim or not os.path.exists(self.shim):
-            return f"shim not found at {self.shim}"
+        missing = [p for p in (self.shim or "").split(":") if not os.path.exists(p)]
+        if not self.shim or missing:
+            return f"shim not found at {missing[0] if missing else self.shim}"
         return self.errors.get(policy)
 
     def available(self, baseline):

@@ -76,7 +76,9 @@ def parse_args(argv):
     ap.add_argument("--prod-sleep-ms", type=float, default=100, help="S7: production's CPU time after each step")
     ap.add_argument("--min-turn-ms", type=int, default=5000, help="S7: memory.rotation.min_turn_ms of the rows")
     ap.add_argument("--gpushare-sim", help="S7: gpushare-sim command, for the search's order")
-    ap.add_argument("--shim", default=".carry/libgpushare.so", help="libgpushare.so for S6 and gpushare rows")
+    ap.add_argument("--shim", default=".carry/libgpushare.so",
+                    help="libgpushare.so for S6 and gpushare rows (or an LD_PRELOAD list: a "
+                         "sanitizer runtime first, then the shim)")
     ap.add_argument("--gpushare-daemon", help="command template starting gpushared: {socket} {policy}")
     ap.add_argument("--gpushare-log-level", default="info",
                     choices=["trace", "debug", "info", "warn", "error"],
