@@ -112,7 +112,7 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
                                     .leaving = use.leaving,
                                     .waiting = pending_bytes(memory_, device)};
   }
-  std::vector<policies::SwapCandidate> candidates;
+  std::vector<policies::MovableJob> candidates;
   if (!opportunistic) {
     for (auto& [id, other] : registry_.jobs()) {
       const SwapState s = other.memory_state.state;

@@ -7,12 +7,11 @@ namespace {
 
 // The opportunistic jobs holding the most movable memory, until `excess` bytes are covered.
 // Ties keep the candidates' order (the daemon's registration order), so the choice is stable.
-std::vector<uint64_t> choose_victims(std::vector<SwapCandidate> candidates, int64_t excess) {
-  std::stable_sort(
-      candidates.begin(), candidates.end(),
-      [](const SwapCandidate& a, const SwapCandidate& b) { return a.movable > b.movable; });
+std::vector<uint64_t> choose_victims(std::vector<MovableJob> candidates, int64_t excess) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const MovableJob& a, const MovableJob& b) { return a.movable > b.movable; });
   std::vector<uint64_t> victims;
-  for (const SwapCandidate& c : candidates) {
+  for (const MovableJob& c : candidates) {
     if (excess <= 0) break;
     if (c.movable == 0) continue;
     excess -= static_cast<int64_t>(c.movable);
@@ -24,7 +23,7 @@ std::vector<uint64_t> choose_victims(std::vector<SwapCandidate> candidates, int6
 }  // namespace
 
 Admission decide_admission(const AdmissionRequest& r, const std::optional<DeviceMemory>& device,
-                           std::vector<SwapCandidate> candidates) {
+                           std::vector<MovableJob> candidates) {
   using V = AdmissionVerdict;
   if (r.limit && r.job_bytes + r.bytes > *r.limit) return {V::refuse_over_limit};
   if (!device) return {V::admit};

@@ -68,7 +68,7 @@ TEST(Admission, ProductionBeyondEveryOpportunisticJobOnHostIsRefused) {
 
 TEST(Admission, TheFewestJobsHoldingTheMostMovableMemoryMakeRoom) {
   // 10 GiB device, 9 resident, 7 movable; production asks 4: 3 GiB must go.
-  std::vector<SwapCandidate> candidates = {{1, 1 * GiB}, {2, 4 * GiB}, {3, 2 * GiB}, {4, 0}};
+  std::vector<MovableJob> candidates = {{1, 1 * GiB}, {2, 4 * GiB}, {3, 2 * GiB}, {4, 0}};
   Admission a =
       decide_admission(production(4 * GiB), device(10 * GiB, 9 * GiB, 7 * GiB), candidates);
   EXPECT_EQ(a.verdict, V::wait_for_room);
@@ -79,14 +79,14 @@ TEST(Admission, MemoryAlreadyLeavingCountsTowardTheRoom) {
   // 3 GiB must go, 2 are leaving already: one more GiB, the largest candidate first.
   DeviceMemory d = device(10 * GiB, 9 * GiB, 5 * GiB);
   d.leaving = 2 * GiB;
-  std::vector<SwapCandidate> candidates = {{1, 1 * GiB}, {3, 2 * GiB}};
+  std::vector<MovableJob> candidates = {{1, 1 * GiB}, {3, 2 * GiB}};
   Admission a = decide_admission(production(4 * GiB), d, candidates);
   EXPECT_EQ(a.verdict, V::wait_for_room);
   EXPECT_EQ(a.swap_out, std::vector<uint64_t>{3});
 }
 
 TEST(Admission, EqualCandidatesAreTakenInTheirGivenOrder) {
-  std::vector<SwapCandidate> candidates = {{7, 2 * GiB}, {5, 2 * GiB}, {6, 2 * GiB}};
+  std::vector<MovableJob> candidates = {{7, 2 * GiB}, {5, 2 * GiB}, {6, 2 * GiB}};
   Admission a =
       decide_admission(production(5 * GiB), device(10 * GiB, 10 * GiB, 6 * GiB), candidates);
   EXPECT_EQ(a.swap_out, (std::vector<uint64_t>{7, 5, 6}));

@@ -31,8 +31,10 @@ struct DeviceMemory {
   uint64_t waiting = 0;    // bytes of production admissions waiting for room
 };
 
-// An opportunistic job whose memory could move to host.
-struct SwapCandidate {
+// An opportunistic job whose memory could move to host. (Not SwapCandidate, swap_order.h's:
+// two types of one name in one namespace broke std::vector<SwapCandidate>'s copy in gpushared,
+// a heap overflow that AddressSanitizer caught, 2026-11-26.)
+struct MovableJob {
   uint64_t job_id = 0;
   uint64_t movable = 0;  // its movable bytes on the device
 };
@@ -62,6 +64,6 @@ struct Admission {
 
 Admission decide_admission(const AdmissionRequest& request,
                            const std::optional<DeviceMemory>& device,
-                           std::vector<SwapCandidate> candidates);
+                           std::vector<MovableJob> candidates);
 
 }  // namespace gpushare::policies
