@@ -438,10 +438,9 @@ class HarvestPolicy final : public Policy {
       alive.insert(job.job_id);
       uint64_t& warmed = warmed_ns_[job.job_id];
       const bool warming = warmed < warm_up_ns_;
-      // Counted in windows with progress, not in-flight time: a launch-bound job with its GPU
-      // busy a fifth of the time would otherwise warm up for five times as long (on the H100 a
-      // gappy resnet50 b8 job's 1.5 s took most of the benchmark, the opportunistic job paused
-      // 0.57 of production's busy windows where 0.19 without the warm-up).
+      // Counted in windows with progress, not in-flight time, so that how long the opportunistic
+      // jobs wait does not depend on how busy production keeps the GPU (a server in flight a
+      // tenth of each window would hold them for 15 s of its busy windows).
       if (production_[job.job_id].window_progress > 0) warmed += device.window_ns;
       warming_ = warming_ || warmed < warm_up_ns_;
       // The budget's periods hold measured windows of one mode only, after the job's warm-up.
