@@ -169,10 +169,10 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // out for good.
   // Except gated while beside takes all the time and gains more: gated is then dominated, and
   // exploring it only takes time from beside (on the H100 beside a gappy resnet50 b8 job, gated
-  // gained 1-15 % of beside's launches at the same cost, and its 5 % plus the gated periods that
-  // went on across production's gaps held the opportunistic job to 0.63-0.74 of MPS-prio's
-  // where the target is 0.9). Its measurements stay; should beside's cost grow past the budget,
-  // gated is explored again from the time beside loses.
+  // gained 1-15 % of beside's launches at the same cost; its 5 % and the gated periods that went
+  // on across production's gaps were part of what held the opportunistic job to 0.63-0.74 of
+  // MPS-prio's, where the target is 0.9). Its measurements stay; should beside's cost grow past
+  // the budget, gated is explored again from the time beside loses.
   const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
   for (RunMode m : kCandidates) {
     if (m == RunMode::gated && gated_dominated) continue;
