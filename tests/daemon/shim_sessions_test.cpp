@@ -93,6 +93,12 @@ protocol::RegisterRequest request(JobClass wanted, const char* name, uint32_t cl
   return r;
 }
 
+// Registers `c` as an opportunistic job named `name`; its job in the registry, or nullptr.
+Job* register_job(Sessions& s, ShimSessions& shims, Connection& c, const char* name) {
+  shims.on_register(c, request(JobClass::opportunistic, name));
+  return s.registry.find(c.job_id);
+}
+
 TEST(ShimSessions, AMalformedRegistrationIsAnsweredWithWhatWasWrongThenDropped) {
   Sessions s;
   ShimSessions shims = s.make();
@@ -171,8 +177,7 @@ TEST(ShimSessions, AJobNameCannotForgeALogLine) {
   Sessions s;
   ShimSessions shims = s.make();
   Connection c = connection(5, 100, 1000);
-  shims.on_register(c, request(JobClass::opportunistic, "a\nuid=0\x7f"));
-  Job* job = s.registry.find(c.job_id);
+  Job* job = register_job(s, shims, c, "a\nuid=0\x7f");
   ASSERT_NE(job, nullptr);
   EXPECT_EQ(job->name, "a?uid=0?");
 }
@@ -254,8 +259,7 @@ TEST(ShimSessions, AClassChangeReachesTheJobAndItsShim) {
   Sessions s;
   ShimSessions shims = s.make();
   Connection c = connection(5, 100, 1000);
-  shims.on_register(c, request(JobClass::opportunistic, "a"));
-  Job* job = s.registry.find(c.job_id);
+  Job* job = register_job(s, shims, c, "a");
   ASSERT_NE(job, nullptr);
   const uint32_t seq = job->block.page()->gate_seq.load();
   Peer admin;
