@@ -132,14 +132,6 @@ class CompletionTracker {
     ctx_.next_mark.store(kNoMark, std::memory_order_relaxed);
   }
 
- private:
-  friend bool completions_poll(ShimContext& ctx);
-  struct Mark {
-    uint64_t launch;  // the launch number the mark follows
-    CUevent event;
-    CUcontext context;
-  };
-
   // Follows the current block's stride and publishes what completed. Returns whether marks are
   // pending (poll again soon).
   bool poll_once() {
@@ -179,6 +171,13 @@ class CompletionTracker {
     block->completion_tracked.store(off_ ? 0 : 1, std::memory_order_relaxed);
     return !pending_.empty();
   }
+
+ private:
+  struct Mark {
+    uint64_t launch;  // the launch number the mark follows
+    CUevent event;
+    CUcontext context;
+  };
 
   // Retires the marks that completed, oldest first.
   void reap() {

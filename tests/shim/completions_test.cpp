@@ -16,19 +16,11 @@
 namespace gpushare::shim {
 namespace {
 
-using fake::fake_driver;
-using fake::FakeGpu;
-using fake::g_gpu;
-
-const CUstream kStream = reinterpret_cast<CUstream>(uintptr_t{0x5});
-using Calls = std::vector<std::string>;
-
-class Completions : public ::testing::Test {
+class Completions : public fake::OnFakeGpu {
  protected:
-  void SetUp() override { g_gpu = &gpu; }
   void TearDown() override {
     completions_release(ctx);
-    g_gpu = nullptr;
+    OnFakeGpu::TearDown();
   }
 
   protocol::ControlBlock& block() { return *control_block(ctx); }
@@ -45,9 +37,6 @@ class Completions : public ::testing::Test {
     }
   }
   uint64_t completed() { return block().completed_launches.load(); }
-
-  FakeGpu gpu;
-  ShimContext ctx{&fake_driver};
 };
 
 TEST_F(Completions, OffUntilTheDaemonAsksAndThenAMarkEveryStrideLaunches) {

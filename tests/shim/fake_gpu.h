@@ -4,6 +4,8 @@
 // (fake_driver) that a test's ShimContext is built with; g_gpu is the fixture's GPU.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "driver_calls.h"
+#include "shim_context.h"
 
 namespace gpushare::shim::fake {
 
@@ -111,5 +114,19 @@ inline const DriverCalls& fake_driver() {
   }();
   return driver;
 }
+
+// The set-up both suites share: a fake GPU in g_gpu and a context of the test's own on it, with a
+// stream to launch into. A suite's TearDown releases what its tracker made, then calls this one's.
+class OnFakeGpu : public ::testing::Test {
+ protected:
+  using Calls = std::vector<std::string>;
+  static inline const CUstream kStream = reinterpret_cast<CUstream>(uintptr_t{0x5});
+
+  void SetUp() override { g_gpu = &gpu; }
+  void TearDown() override { g_gpu = nullptr; }
+
+  FakeGpu gpu;
+  ShimContext ctx{&fake_driver};
+};
 
 }  // namespace gpushare::shim::fake

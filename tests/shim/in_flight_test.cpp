@@ -21,20 +21,11 @@
 namespace gpushare::shim {
 namespace {
 
-using fake::fake_driver;
-using fake::FakeGpu;
-using fake::g_gpu;
-
-const CUstream kStream = reinterpret_cast<CUstream>(uintptr_t{0x5});
-
-using Calls = std::vector<std::string>;
-
-class InFlight : public ::testing::Test {
+class InFlight : public fake::OnFakeGpu {
  protected:
-  void SetUp() override { g_gpu = &gpu; }
   void TearDown() override {
     in_flight_release(ctx);
-    g_gpu = nullptr;
+    OnFakeGpu::TearDown();
   }
 
   // One launch under `bound`, as shim/families.h makes it.
@@ -44,9 +35,6 @@ class InFlight : public ::testing::Test {
   }
   uint32_t published() { return control_block(ctx)->in_flight.load(); }
   uint32_t tracked() { return control_block(ctx)->in_flight_tracked.load(); }
-
-  FakeGpu gpu;
-  ShimContext ctx{&fake_driver};
 };
 
 // Under a bound of 4, an event every 2 launches; nothing waits while fewer than 4 are unfinished.
