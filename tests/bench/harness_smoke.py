@@ -55,6 +55,11 @@ with tempfile.TemporaryDirectory() as out:
         for config in ("mps", "mps-thr10", "mps-prio"):  # no MPS here: the row says why
             if rows.get(config, {}).get("status") == "ok" or not rows.get(config, {}).get("reason"):
                 problems.append(f"{config} should say why it did not run: {rows.get(config)}")
+        # Production alone under the first gpushare row's shim and daemon: the control that tells
+        # what the shim costs production from what sharing does.
+        control = rows.get("isolated-prod-gs", {})
+        if control.get("status") != "ok" or not control.get("prod_nt"):
+            problems.append(f"isolated-prod-gs should be measured: {control}")
         table = open(os.path.join(out, "S1.md")).read()
         if "| time-slicing |" not in table:
             problems.append("S1.md lacks the time-slicing row")

@@ -7,8 +7,12 @@
 # Every scenario still runs its baselines and isolated denominators on its own GPU in its lane, so
 # no row is compared with one measured on another card.
 #   tools/bench/gpu_lanes.sh "s1b" "s5-gappy-1s s5-saturating-1s"
-# Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I); each lane's log also in $OUT/gpuI.log;
+# Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I, its log and the cards) and $OUT/gpuI.log;
 # table rows are printed as they come, so a call stopped at its limit still shows what it measured.
+# Each lane runs under LANE_S seconds (default 540) and archives itself as soon as it ends or is
+# stopped, so a lane cut short still returns its logs; the device tool returns at most 8 files, so
+# nothing else is written at the top of $OUT (2026-11-26: a call stopped by an outer `timeout`
+# before its archiving step returned no lane's tables or plots, and a ninth file crowded one out).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
@@ -18,22 +22,31 @@ if [ "$#" -gt "$gpus" ]; then
   exit 2
 fi
 mapfile -t uuids < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
+lane_s=${LANE_S:-540}
 pids=()
 i=0
 for lane in "$@"; do
   mkdir -p "$out/gpu$i"
-  # shellcheck disable=SC2086  # a lane is a word list of parts
-  CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="/tmp/bmps$i" \
-    bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" | grep --line-buffered '^|' | sed -u "s/^/lane $i /" &
+  nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm --format=csv >"$out/gpu$i/gpus.csv" 2>&1
+  (
+    # shellcheck disable=SC2086  # a lane is a word list of parts
+    CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="/tmp/bmps$i" \
+      timeout --kill-after=10 "$lane_s" bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
+      | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
+    rc=${PIPESTATUS[0]}
+    # A part stopped mid-way has not archived its daemons' logs: do it here.
+    for d in "$out/gpu$i"/*/logs; do
+      [ -d "$d" ] && tar czf "$d-.tgz" -C "$d" . 2>/dev/null && mv "$d-.tgz" "${d%/logs}-logs.tgz" && rm -rf "$d"
+    done
+    cp "$out/gpu$i.log" "$out/gpu$i/lane.log"
+    tar czf "$out/lane$i.tgz" -C "$out/gpu$i" . && rm -rf "${out:?}/gpu$i"
+    exit "$rc"
+  ) &
   pids+=($!)
   i=$((i + 1))
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-# The device tool returns at most 8 files, 2 folders down: one archive per lane.
-for ((j = 0; j < i; j++)); do
-  tar czf "$out/lane$j.tgz" -C "$out/gpu$j" . && rm -rf "${out:?}/gpu$j"
-done
 for ((j = 0; j < i; j++)); do
   echo "=== lane $j (GPU $j, ${uuids[$j]})"
   grep -v '^\[' "$out/gpu$j.log" | tail -60

@@ -71,6 +71,16 @@ def run_s1(exp):
         # A control: production alone as an MPS client, to tell MPS's own cost or gain from sharing.
         units.append(Unit("isolated-prod-mps", lambda rep: [Placement(pool.get("mps-prod"), [dict(task, job=0)],
                                                                       tags=["prod"])], W))
+    # The same for the first gpushare row: production alone under the shim, registered with that
+    # row's daemon (its opportunistic worker idle), so that what the shim and the daemon cost
+    # production is told from what sharing costs it. On the H100, S1b's production ranged 0.79 to
+    # 1.03 of its isolated speed from one call to the next with the budget running beside at no
+    # measured cost; without this control the two could not be told apart.
+    gs_rows = [b for b in shared if b.startswith("gpushare:")]
+    if gs_rows:
+        first = gs_rows[0].split(":", 1)[1]
+        units.append(Unit("isolated-prod-gs", lambda rep: [Placement(pool.get(f"gs-{first}-prod"),
+                                                                     [dict(task, job=0)], tags=["prod"])], W))
     units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, task, task, gs), W) for b in shared]
     thr = {}  # (config, rep) -> {"prod": it/s, "opp": it/s}
 
@@ -84,9 +94,10 @@ def run_s1(exp):
         vals = iso[role]["values"]
         rows.append(_row(exp, f"isolated-{role}", {f"{role}_its": spread(vals),
                                                    f"{role}_nt": _nt_spread(vals, iso[role])}))
-    if "mps" in shared:
-        vals = [thr[("isolated-prod-mps", r)]["prod"] for r in range(args.reps) if ("isolated-prod-mps", r) in thr]
-        rows.append(_row(exp, "isolated-prod-mps", {"prod_its": spread(vals), "prod_nt": _nt_spread(vals, iso["prod"])}))
+    for control in ("isolated-prod-mps", "isolated-prod-gs"):
+        vals = [thr[(control, r)]["prod"] for r in range(args.reps) if (control, r) in thr]
+        if vals:
+            rows.append(_row(exp, control, {"prod_its": spread(vals), "prod_nt": _nt_spread(vals, iso["prod"])}))
     for b in all_rows:
         if b == "isolated":
             continue
