@@ -18,6 +18,7 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # BENCH_SKIP: more baselines to leave out (a short check; every round of record keeps them).
 # S1_SKIP: the same for S1a and S1b alone (default: BENCH_SKIP), so that S1a can keep the
 # thread-limit rows its frontier is drawn from while the other parts leave them out.
+# S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3.
 read -ra extra_skip <<<"${BENCH_SKIP:-}"
 read -ra s1_skip <<<"${S1_SKIP-${BENCH_SKIP:-}}"
 ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
@@ -59,9 +60,9 @@ for part in "$@"; do
   echo "=== $part $(date -u +%T)" | tee -a "$out/log.txt"
   case $part in
     launch-rate) launch_rate ;;
-    s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" \
+    s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" \
            "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
-    s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps 3 --budget-s "${S1_BUDGET:-500}" \
+    s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" \
            "${S1_ROWS[@]}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s2) bench 570 --scenario S2 --out "$out/s2" --window 4 --reps 3 --loads 0.3 0.5 --budget-s 520 \
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
