@@ -88,7 +88,7 @@ void Server::on_device_uuids(Connection& c, const protocol::DeviceUuids& u) {
 
 std::set<int> Server::known_devices() {
   std::set<int> devices = policies_.devices();
-  for (const auto& [device, bytes] : memory_.physical) devices.insert(device);
+  for (const auto& [device, bytes] : memory_.broker().physical) devices.insert(device);
   for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
   for (const auto& [device, status] : scheduler_.device_status()) devices.insert(device);
   for (auto& [id, job] : registry_.jobs())

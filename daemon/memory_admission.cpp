@@ -9,7 +9,7 @@
 
 #include "gpushare/policies/admission.h"
 #include "logging.h"
-#include "server.h"
+#include "memory_service.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -25,10 +25,6 @@ constexpr uint32_t kMaxRefusalsInARow = 500;
 bool has(uint32_t flags, MemDeclareFlags f) {
   return flags & static_cast<uint32_t>(f);
 }
-
-// A reservation is released by the shim right after its allocation is made (docs/memory.md); one
-// still held after this long was never used, and stops counting.
-constexpr auto kReservationLifetime = std::chrono::seconds(15);
 
 // Pitched allocations are rounded up to the row pitch: a commit may exceed its reservation by
 // this much (or by the reservation's own size, for narrow rows).
@@ -57,40 +53,41 @@ uint64_t pending_bytes(const MemoryBroker& broker, int device) {
 
 }  // namespace
 
-void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m) {
+void MemoryService::start() {
+  nvml_ = start_nvml_sampler(parts_.config.memory.nvml_sample);  // nvml_usage.h; nullptr: off
+}
+
+void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m) {
   const int device = m.device;
   auto key = std::make_pair(device, m.handle);
   DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site, Clock::now(), false};
   auto admit = [&] {
     job.refused_in_a_row = 0;
     job.set_allocation(key, allocation);
-    publish_views(registry_, memory_, config_.memory);
-    protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::admitted), 0};
-    reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+    publish_views(parts_.registry, broker_, parts_.config.memory);
+    hooks_.reply(c, protocol::MemReply{static_cast<uint32_t>(protocol::MemStatus::admitted), 0});
   };
   auto refuse = [&](const std::string& why) {
     // A few lines per job and reason, then one "suppressed N" summary per window (log_limiter.h);
     // a job that keeps asking for what it is refused is dropped.
-    if (log_limiter_.admit("job=" + std::to_string(job.id) + " refuse alloc: " + reason_kind(why),
-                           Clock::now()))
+    if (parts_.log_limiter.admit(
+            "job=" + std::to_string(job.id) + " refuse alloc: " + reason_kind(why), Clock::now()))
       spdlog::info("refuse alloc pid={} job={} id={} device={} bytes={}: {}", job.peer.pid,
                    log_text(job.name), job.id, device, m.bytes, why);
-    counters_.refused(Refusal::alloc);
+    parts_.counters.refused(Refusal::alloc);
     if (++job.refused_in_a_row > kMaxRefusalsInARow)
-      return drop(c.fd, "asked for memory it was refused " + std::to_string(kMaxRefusalsInARow) +
-                            " times in a row");
-    protocol::MemReply answer{static_cast<uint32_t>(protocol::MemStatus::refused), 0};
-    reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+      return hooks_.drop(c.fd, "asked for memory it was refused " +
+                                   std::to_string(kMaxRefusalsInARow) + " times in a row");
+    hooks_.reply(c, protocol::MemReply{static_cast<uint32_t>(protocol::MemStatus::refused), 0});
   };
   // Made under an admitted reservation: the memory exists and was admitted already. Anything else
   // that is not a reservation (a commit with no reservation, a re-declaration after a reconnect)
-  // is checked like one, or a client could declare past its limit and the capacity at will
-  //.
+  // is checked like one, or a client could declare past its limit and the capacity at will.
   if (!has(m.flags, MemDeclareFlags::reservation) && has(m.flags, MemDeclareFlags::committed) &&
       claim_reservation(job, device, m.bytes))
     return admit();
 
-  const MemoryConfig& config = config_.memory;
+  const MemoryConfig& config = parts_.config.memory;
   const bool opportunistic = job.granted == JobClass::opportunistic;
   const SwapState state = job.memory_state.state;
   policies::AdmissionRequest request{
@@ -104,17 +101,17 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
       .job_bytes = job_bytes(job, device),
       .limit = job_limit(config, job)};
   std::optional<policies::DeviceMemory> memory;
-  if (std::optional<uint64_t> capacity = memory_.capacity(config, device)) {
-    const DeviceMemoryUse use = device_use(registry_, device);
+  if (std::optional<uint64_t> capacity = broker_.capacity(config, device)) {
+    const DeviceMemoryUse use = device_use(parts_.registry, device);
     memory = policies::DeviceMemory{.capacity = *capacity,
                                     .resident = use.resident,
                                     .evictable = use.evictable,
                                     .leaving = use.leaving,
-                                    .waiting = pending_bytes(memory_, device)};
+                                    .waiting = pending_bytes(broker_, device)};
   }
   std::vector<policies::MovableJob> candidates;
   if (!opportunistic) {
-    for (auto& [id, other] : registry_.jobs()) {
+    for (auto& [id, other] : parts_.registry.jobs()) {
       const SwapState s = other.memory_state.state;
       if (other.granted == JobClass::opportunistic &&
           (s == SwapState::resident || s == SwapState::swapping_in || s == SwapState::prefetched))
@@ -148,22 +145,22 @@ void Server::admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m
   // opportunistic jobs move to host.
   Clock::time_point now = Clock::now();
   for (uint64_t victim_id : decision.swap_out) {
-    Job* victim = registry_.find(victim_id);
+    Job* victim = parts_.registry.find(victim_id);
     if (!victim) continue;
     spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
                  log_text(victim->name), victim->id, device,
                  job_swappable_resident(*victim, device), log_text(job.name));
     request_residency(*victim, /*to_host=*/true, now);
   }
-  memory_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
+  broker_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
                                              m.flags, m.site, now + config.swap_timeout});
   // Served at once when it already fits, else on a later tick, once the victims have answered.
-  serve_memory_waiters(now);
+  serve_waiters(now);
 }
 
-void Server::expire_reservations(Clock::time_point now) {
+void MemoryService::expire_reservations(Clock::time_point now) {
   bool expired = false;
-  for (auto& [id, job] : registry_.jobs()) {
+  for (auto& [id, job] : parts_.registry.jobs()) {
     if (job.reservations == 0) continue;  // most jobs, most of the time: nothing to walk
     for (auto it = job.memory.begin(); it != job.memory.end();) {
       const DeclaredAllocation& a = it->second;
@@ -171,7 +168,7 @@ void Server::expire_reservations(Clock::time_point now) {
         ++it;
         continue;
       }
-      if (log_limiter_.admit("job=" + std::to_string(job.id) + " expire reservation", now))
+      if (parts_.log_limiter.admit("job=" + std::to_string(job.id) + " expire reservation", now))
         spdlog::warn(
             "expire reservation pid={} job={} id={} device={} bytes={}: not used within "
             "{} s",
@@ -181,51 +178,51 @@ void Server::expire_reservations(Clock::time_point now) {
       expired = true;
     }
   }
-  if (expired) publish_views(registry_, memory_, config_.memory);
+  if (expired) publish_views(parts_.registry, broker_, parts_.config.memory);
 }
 
-void Server::check_declarations(Clock::time_point now) {
+void MemoryService::check_declarations(Clock::time_point now) {
   if (!nvml_) return;
   std::optional<NvmlReading> reading = nvml_->take_new(&nvml_seen_);  // never waits for NVML
   if (!reading) return;
   policies::DeclarationCheckParams params;
-  params.grace = config_.memory.declaration_grace;
-  if (declaration_audit_.apply(registry_, *reading, params, now, log_limiter_)) {
-    publish_views(registry_, memory_, config_.memory);
-    serve_memory_waiters(now);  // room a waiting production allocation may take
+  params.grace = parts_.config.memory.declaration_grace;
+  if (declaration_audit_.apply(parts_.registry, *reading, params, now, parts_.log_limiter)) {
+    publish_views(parts_.registry, broker_, parts_.config.memory);
+    serve_waiters(now);  // room a waiting production allocation may take
   }
 }
 
-void Server::answer_memory(uint64_t job_id, int fd, bool admitted) {
-  Connection* c = connections_.find(fd);
+void MemoryService::answer(uint64_t job_id, int fd, bool admitted) {
+  Connection* c = hooks_.connection(fd);
   if (!c || c->job_id != job_id) return;  // gone meanwhile
-  protocol::MemReply answer{static_cast<uint32_t>(admitted ? protocol::MemStatus::admitted
-                                                           : protocol::MemStatus::refused),
-                            0};
-  reply(*c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+  hooks_.reply(*c,
+               protocol::MemReply{static_cast<uint32_t>(admitted ? protocol::MemStatus::admitted
+                                                                 : protocol::MemStatus::refused),
+                                  0});
 }
 
-void Server::memory_released(Job&, int) {
-  publish_views(registry_, memory_, config_.memory);
+void MemoryService::released(Job&, int) {
+  publish_views(parts_.registry, broker_, parts_.config.memory);
 }
 
-void Server::on_device_info(Connection& c, const protocol::DeviceInfo& d) {
+void MemoryService::on_device_info(Connection& c, const protocol::DeviceInfo& d) {
   if (d.device < 0 || d.device > protocol::kMaxDeviceIndex || d.reserved != 0)
-    return drop(c.fd, "sent device info for device " + std::to_string(d.device));
-  uint64_t& known = memory_.physical[d.device];
+    return hooks_.drop(c.fd, "sent device info for device " + std::to_string(d.device));
+  uint64_t& known = broker_.physical[d.device];
   if (known != d.total_bytes) {
     spdlog::info("device {}: {} bytes of physical memory (reported by pid={})", d.device,
                  d.total_bytes, c.peer.pid);
     known = d.total_bytes;
-    publish_views(registry_, memory_, config_.memory);
+    publish_views(parts_.registry, broker_, parts_.config.memory);
   }
 }
 
-void Server::on_alloc_site(Connection& c, const protocol::AllocSite& s) {
-  Job* job = registry_.find(c.job_id);
-  if (!job) return drop(c.fd, "announced an allocation site without a job");
+void MemoryService::on_alloc_site(Connection& c, const protocol::AllocSite& s) {
+  Job* job = parts_.registry.find(c.job_id);
+  if (!job) return hooks_.drop(c.fd, "announced an allocation site without a job");
   if (s.site == 0 || s.reserved != 0 || !protocol::terminated(s.text))
-    return drop(c.fd, "announced a malformed allocation site");
+    return hooks_.drop(c.fd, "announced a malformed allocation site");
   constexpr size_t kMaxSites = 4096;  // bounds what one client can make the daemon keep
   if (job->memory_state.sites.size() >= kMaxSites && !job->memory_state.sites.count(s.site)) return;
   std::string text(s.text);

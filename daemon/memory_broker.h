@@ -1,6 +1,6 @@
 // The memory broker's state and its sums over the registry (docs/memory.md): what each device
 // holds, what each job may take, and the production allocations that wait while opportunistic
-// jobs move their memory to host. Server's memory_*.cpp members drive it.
+// jobs move their memory to host. The memory service (memory_service.h) owns and drives it.
 #pragma once
 
 #include <chrono>

@@ -16,8 +16,8 @@
 #include <set>
 
 #include "logging.h"
+#include "memory_service.h"
 #include "rotation_steps.h"
-#include "server.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -100,33 +100,33 @@ void carry_out(int d, const std::vector<RotationStep>& steps, Registry& registry
 
 }  // namespace
 
-void Server::rotate_memory(Clock::time_point now) {
+void MemoryService::rotate_memory(Clock::time_point now) {
   std::set<int> devices;
-  for (const auto& [device, rotation] : memory_.rotation) devices.insert(device);
-  for (auto& [id, job] : registry_.jobs())
+  for (const auto& [device, rotation] : broker_.rotation) devices.insert(device);
+  for (auto& [id, job] : parts_.registry.jobs())
     for (const auto& [device, memory] : job.memory_on)
       if (rotates_on(job, device)) devices.insert(device);
   for (int d : devices) rotate_device(d, now);
 }
 
-void Server::rotate_device(int d, Clock::time_point now) {
-  const std::optional<uint64_t> capacity = memory_.capacity(config_.memory, d);
-  DeviceRotation& track = memory_.rotation[d];
+void MemoryService::rotate_device(int d, Clock::time_point now) {
+  const std::optional<uint64_t> capacity = broker_.capacity(parts_.config.memory, d);
+  DeviceRotation& track = broker_.rotation[d];
   bool gone = true;  // no job of the device takes turns any more
-  for (auto& [id, job] : registry_.jobs()) gone = gone && !rotates_on(job, d);
+  for (auto& [id, job] : parts_.registry.jobs()) gone = gone && !rotates_on(job, d);
   if (!capacity || gone) {
     if (track.current) spdlog::info("rotation ends device={}: no jobs take turns", d);
-    memory_.rotation.erase(d);
+    broker_.rotation.erase(d);
     return;
   }
 
   // The numbers: what is not rotating memory (production, what cannot move, production waiting
   // for room) is taken off the capacity first.
-  const DeviceMemoryUse use = device_use(registry_, d);
+  const DeviceMemoryUse use = device_use(parts_.registry, d);
   uint64_t rotating_on_device = 0, waiting = 0;
   policies::RotationState state;
   std::vector<RotatingJob> jobs;
-  for (auto& [id, job] : registry_.jobs()) {
+  for (auto& [id, job] : parts_.registry.jobs()) {
     if (!rotates_on(job, d)) continue;
     const JobMemory& m = job.memory_state;
     const uint64_t on_device = job_swappable_resident(job, d);
@@ -140,23 +140,23 @@ void Server::rotate_device(int d, Clock::time_point now) {
       growth.grew_at = now;
     }
     state.jobs.push_back({id, bytes, m.reward, swap_in_seconds(job, d), id, resident, growth.peak,
-                          now - growth.grew_at < config_.memory.rotation.growth_quiet});
+                          now - growth.grew_at < parts_.config.memory.rotation.growth_quiet});
     const bool moving = m.state == SwapState::swapping_in || m.state == SwapState::swapping_out;
-    const bool overdue = moving && now - m.requested > config_.memory.swap_timeout;
+    const bool overdue = moving && now - m.requested > parts_.config.memory.swap_timeout;
     if (overdue)
-      warn_limited("job=" + std::to_string(id) + " rotation overdue",
-                   "rotation device=" + std::to_string(d) + " job=" + log_text(job.name) +
-                       " id=" + std::to_string(id) + " pid=" + std::to_string(job.peer.pid) +
-                       ": its move (" + swap_state_name(m.state) + ") is not acknowledged after " +
-                       std::to_string(config_.memory.swap_timeout.count()) +
-                       " ms; the other jobs take their turns without it");
+      hooks_.warn("job=" + std::to_string(id) + " rotation overdue",
+                  "rotation device=" + std::to_string(d) + " job=" + log_text(job.name) +
+                      " id=" + std::to_string(id) + " pid=" + std::to_string(job.peer.pid) +
+                      ": its move (" + swap_state_name(m.state) + ") is not acknowledged after " +
+                      std::to_string(parts_.config.memory.swap_timeout.count()) +
+                      " ms; the other jobs take their turns without it");
     jobs.push_back({id, m.state, job_swappable(job, d), on_device, overdue});
   }
   std::erase_if(track.growth, [&](const auto& entry) {
     return std::none_of(jobs.begin(), jobs.end(),
                         [&](const RotatingJob& job) { return job.job_id == entry.first; });
   });
-  for (const PendingAdmission& p : memory_.pending)
+  for (const PendingAdmission& p : broker_.pending)
     if (p.device == d) waiting += p.bytes;
   state.capacity_bytes = *capacity;
   state.production_bytes = use.resident - std::min(use.resident, rotating_on_device) + waiting;
@@ -169,31 +169,31 @@ void Server::rotate_device(int d, Clock::time_point now) {
       state.turn_elapsed_s = std::numeric_limits<double>::infinity();
   state.previous_order = track.last.order;
 
-  const RotationConfig& config = config_.memory.rotation;
+  const RotationConfig& config = parts_.config.memory.rotation;
   const policies::RotationParameters parameters = config.parameters([&](const std::string& name) {
     std::vector<uint64_t> ids;  // the registry is ordered by id: registration order
-    for (auto& [id, job] : registry_.jobs())
+    for (auto& [id, job] : parts_.registry.jobs())
       if (job.name == name) ids.push_back(id);
     return ids;
   });
   const policies::RotationDecision decision = policies::decide_rotation(state, parameters);
 
-  pass_turn(d, decision, registry_, track);
+  pass_turn(d, decision, parts_.registry, track);
   track.last = decision;
 
   const RotationRoom room{*capacity, use.resident, waiting > 0};
-  carry_out(d, rotation_steps(decision, jobs, room), registry_, track, now);
+  carry_out(d, rotation_steps(decision, jobs, room), parts_.registry, track, now);
   // The turn counts from when its job runs, not from when it was given: the copies that could
   // not be hidden do not shorten it.
   if (track.current && !track.running_since) {
-    const Job* head = registry_.find(*track.current);
+    const Job* head = parts_.registry.find(*track.current);
     if (head && head->memory_state.state == SwapState::resident) track.running_since = now;
   }
 }
 
-nlohmann::json Server::rotation_json(int device) const {
-  auto it = memory_.rotation.find(device);
-  if (it == memory_.rotation.end() || !it->second.last.rotating) return nullptr;
+nlohmann::json MemoryService::rotation_json(int device) const {
+  auto it = broker_.rotation.find(device);
+  if (it == broker_.rotation.end() || !it->second.last.rotating) return nullptr;
   const DeviceRotation& track = it->second;
   const policies::RotationDecision& last = track.last;
   return {{"order", last.order},

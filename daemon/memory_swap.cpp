@@ -9,10 +9,10 @@
 #include <climits>
 #include <set>
 
-#include "gpushare/protocol/futex.h"
 #include "gpushare/policies/swap_order.h"
+#include "gpushare/protocol/futex.h"
 #include "logging.h"
-#include "server.h"
+#include "memory_service.h"
 
 namespace gpushare::daemon {
 namespace {
@@ -137,21 +137,21 @@ void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryC
   }
 }
 
-void Server::serve_memory_waiters(Clock::time_point now) {
+void MemoryService::serve_waiters(Clock::time_point now) {
   std::set<int> blocked;  // devices whose first waiter must still wait: the rest wait behind it
-  for (auto it = memory_.pending.begin(); it != memory_.pending.end();) {
+  for (auto it = broker_.pending.begin(); it != broker_.pending.end();) {
     PendingAdmission p = *it;
-    Job* job = registry_.find(p.job_id);
+    Job* job = parts_.registry.find(p.job_id);
     if (!job || job->connection != p.fd) {
-      it = memory_.pending.erase(it);  // the job went away while it waited
+      it = broker_.pending.erase(it);  // the job went away while it waited
       continue;
     }
     if (blocked.count(p.device)) {
       ++it;
       continue;
     }
-    std::optional<uint64_t> capacity = memory_.capacity(config_.memory, p.device);
-    bool fits = !capacity || device_use(registry_, p.device).resident + p.bytes <= *capacity;
+    std::optional<uint64_t> capacity = broker_.capacity(parts_.config.memory, p.device);
+    bool fits = !capacity || device_use(parts_.registry, p.device).resident + p.bytes <= *capacity;
     if (!fits && now < p.deadline) {
       blocked.insert(p.device);
       ++it;
@@ -162,22 +162,22 @@ void Server::serve_memory_waiters(Clock::time_point now) {
           "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
           "host within {} ms; let through, the driver decides",
           job->peer.pid, log_text(job->name), p.device, p.bytes,
-          config_.memory.swap_timeout.count());
+          parts_.config.memory.swap_timeout.count());
     else
-      log_admitted_during_swap_out(registry_, *job, p);
-    it = memory_.pending.erase(it);
+      log_admitted_during_swap_out(parts_.registry, *job, p);
+    it = broker_.pending.erase(it);
     job->set_allocation({p.device, p.handle},
                         DeclaredAllocation{p.bytes, p.kind, p.flags, p.site, now, false});
-    publish_views(registry_, memory_, config_.memory);
-    answer_memory(p.job_id, p.fd, true);
+    publish_views(parts_.registry, broker_, parts_.config.memory);
+    answer(p.job_id, p.fd, true);
   }
 }
 
-void Server::memory_tick(Clock::time_point now) {
-  memory_trace_.configure(config_.memory.trace_path, config_.tick, now);
-  double alpha =
-      std::min(1.0, std::chrono::duration<double>(config_.tick).count() / kRewardWindowSeconds);
-  for (auto& [id, job] : registry_.jobs()) {
+void MemoryService::tick(Clock::time_point now) {
+  trace_.configure(parts_.config.memory.trace_path, parts_.config.tick, now);
+  double alpha = std::min(
+      1.0, std::chrono::duration<double>(parts_.config.tick).count() / kRewardWindowSeconds);
+  for (auto& [id, job] : parts_.registry.jobs()) {
     protocol::ControlBlock* b = job.block.page();
     if (!b) continue;
     JobMemory& m = job.memory_state;
@@ -213,36 +213,42 @@ void Server::memory_tick(Clock::time_point now) {
     }
     spdlog::info("{} pid={} job={} id={} bytes={} in {:.1f} ms", event, job.peer.pid,
                  log_text(job.name), job.id, bytes, ns / 1e6);
-    memory_trace_.swap(job, out ? "out" : prefetch ? "prefetch" : "in", bytes, ns, now);
+    trace_.swap(job, out ? "out" : prefetch ? "prefetch" : "in", bytes, ns, now);
   }
-  serve_memory_waiters(now);
+  serve_waiters(now);
   // With rotation configured, its steps bring jobs back (memory_rotation.cpp); else room does.
-  if (config_.memory.rotation.enabled)
+  if (parts_.config.memory.rotation.enabled)
     rotate_memory(now);
   else
     swap_in_when_room(now);
   // Views also follow limits, reloads and departed jobs: published every tick.
-  publish_views(registry_, memory_, config_.memory);
-  memory_trace_.sample(registry_, memory_, config_.memory, now);
+  publish_views(parts_.registry, broker_, parts_.config.memory);
+  trace_.sample(parts_.registry, broker_, parts_.config.memory, now);
+  // memory_admission.cpp: reservations never used (once a second), and NVML's latest reading.
+  if (now - last_expiry_check_ >= std::chrono::seconds(1)) {
+    last_expiry_check_ = now;
+    expire_reservations(now);
+  }
+  check_declarations(now);
 }
 
-void Server::swap_in_when_room(Clock::time_point now) {
+void MemoryService::swap_in_when_room(Clock::time_point now) {
   // Swap-in: one transfer per device at a time, in the thesis's order, while nobody waits for
   // room; the next one starts as soon as the previous job resumes, so it overlaps that job's
   // compute. A job left prefetched by a rotation that a reload turned off comes back the same way.
-  memory_.rotation.clear();
+  broker_.rotation.clear();
   auto waits_on_host = [](SwapState s) {
     return s == SwapState::swapped_out || s == SwapState::prefetched;
   };
   std::set<int> devices;
-  for (auto& [id, job] : registry_.jobs())
+  for (auto& [id, job] : parts_.registry.jobs())
     if (waits_on_host(job.memory_state.state))
       for (int d : devices_of(job)) devices.insert(d);
   for (int d : devices) {
-    bool busy = std::any_of(memory_.pending.begin(), memory_.pending.end(),
+    bool busy = std::any_of(broker_.pending.begin(), broker_.pending.end(),
                             [d](const PendingAdmission& p) { return p.device == d; });
     std::vector<policies::SwapCandidate> candidates;
-    for (auto& [id, job] : registry_.jobs()) {
+    for (auto& [id, job] : parts_.registry.jobs()) {
       if (!holds_memory_on(job, d)) continue;
       SwapState s = job.memory_state.state;
       if (s == SwapState::swapping_in || s == SwapState::swapping_out) busy = true;
@@ -250,14 +256,14 @@ void Server::swap_in_when_room(Clock::time_point now) {
       candidates.push_back({id, job.memory_state.reward, swap_in_seconds(job, d)});
     }
     if (busy || candidates.empty()) continue;
-    uint64_t resident = device_use(registry_, d).resident;
+    uint64_t resident = device_use(parts_.registry, d).resident;
     for (uint64_t id : policies::swap_in_order(candidates)) {
-      Job& job = *registry_.find(id);
+      Job& job = *parts_.registry.find(id);
       // A job with memory on several devices comes back only when it fits on each of them.
       bool fits = true;
       for (int other : devices_of(job)) {
-        std::optional<uint64_t> cap = memory_.capacity(config_.memory, other);
-        uint64_t on = other == d ? resident : device_use(registry_, other).resident;
+        std::optional<uint64_t> cap = broker_.capacity(parts_.config.memory, other);
+        uint64_t on = other == d ? resident : device_use(parts_.registry, other).resident;
         uint64_t rest = job_swappable(job, other) - job_swappable_resident(job, other);
         if (cap && on + rest > *cap) fits = false;
       }

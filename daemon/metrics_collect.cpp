@@ -79,7 +79,7 @@ void Server::publish_metrics() {
       d.opportunistic_limit_per_second = it->second.opportunistic_limit_per_second;
       d.production_progress = it->second.production_progress;
     }
-    d.capacity_bytes = memory_.capacity(config_.memory, device);
+    d.capacity_bytes = memory_.broker().capacity(config_.memory, device);
     for (auto& [id, job] : registry_.jobs())
       (job.granted == protocol::JobClass::production ? d.production_bytes
                                                      : d.opportunistic_bytes) +=

@@ -48,6 +48,11 @@ Server::Server(Config config, std::string config_path)
     : config_(std::move(config)),
       config_path_(std::move(config_path)),
       buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1),
+      memory_(MemoryParts{.config = config_,
+                          .registry = registry_,
+                          .counters = counters_,
+                          .log_limiter = log_limiter_},
+              memory_hooks()),
       shims_(ShimParts{.config = config_,
                        .config_path = config_path_,
                        .proc_root = proc_root_,
@@ -57,7 +62,7 @@ Server::Server(Config config, std::string config_path)
       ctl_(CtlParts{.config = config_,
                     .registry = registry_,
                     .policies = policies_,
-                    .memory = memory_,
+                    .memory = memory_.broker(),
                     .inventory = inventory_,
                     .counters = counters_},
            ctl_hooks()) {
@@ -81,9 +86,21 @@ ShimHooks Server::shim_hooks() {
       .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
       .mps_client = [this](pid_t pid) { return mps_clients_.contains(pid); },
       .admit_memory = [this](Connection& c, Job& job,
-                             const protocol::MemDeclare& m) { admit_memory(c, job, m); },
-      .memory_released = [this](Job& job, int device) { memory_released(job, device); },
+                             const protocol::MemDeclare& m) { memory_.admit(c, job, m); },
+      .memory_released = [this](Job& job, int device) { memory_.released(job, device); },
       .jobs_changed = [this] { notify_status(); },
+  };
+}
+
+MemoryHooks Server::memory_hooks() {
+  return {
+      .reply =
+          [this](Connection& c, const protocol::MemReply& answer) {
+            reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
+          },
+      .connection = [this](int fd) { return connections_.find(fd); },
+      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
   };
 }
 
@@ -101,7 +118,7 @@ CtlHooks Server::ctl_hooks() {
                 .dropped_clients = dropped_clients_};
           },
       .known_devices = [this] { return known_devices(); },
-      .rotation = [this](int device) { return rotation_json(device); },
+      .rotation = [this](int device) { return memory_.rotation_json(device); },
       .set_class = [this](Job& job, protocol::JobClass to,
                           const Peer& by) { shims_.set_job_class(job, to, by); },
       .reload = [this] { return reload(); },
@@ -179,7 +196,7 @@ int Server::run() {
              mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
              Clock::now());
   start_metrics();
-  nvml_ = start_nvml_sampler(config_.memory.nvml_sample);  // nvml_usage.h; nullptr: off
+  memory_.start();  // the NVML sampler that checks declarations, when configured
   sd_notify(0, "READY=1");
   notify_status();
   epoll_event events[64];
@@ -341,14 +358,14 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       if (c.role != Role::shim) return drop(c.fd, "sent device info before registering");
       protocol::DeviceInfo d;
       std::memcpy(&d, payload, sizeof d);
-      return on_device_info(c, d);
+      return memory_.on_device_info(c, d);
     }
     case MessageType::alloc_site: {
       if (c.role != Role::shim)
         return drop(c.fd, "announced an allocation site before registering");
       protocol::AllocSite a;
       std::memcpy(&a, payload, sizeof a);
-      return on_alloc_site(c, a);
+      return memory_.on_alloc_site(c, a);
     }
     case MessageType::device_uuids: {
       if (c.role != Role::shim) return drop(c.fd, "sent device UUIDs before registering");
@@ -445,14 +462,11 @@ void Server::tick() {
     }
     timerfd_settime(relay_timer_, 0, &spec, nullptr);
   }
-  memory_tick(now);  // memory_swap.cpp: swap acknowledgements, waiting allocations, swap-in
-  mps_.tick(now);    // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
+  // memory_service.h: swap acknowledgements, waiting allocations, swap-in or rotation, expired
+  // reservations, declarations against NVML.
+  memory_.tick(now);
+  mps_.tick(now);  // mps_supervisor.cpp: the MPS control daemon's programs, liveness, restart
   close_idle_connections(now);  // connections.cpp
-  if (now - last_expiry_check_ >= std::chrono::seconds(1)) {
-    last_expiry_check_ = now;
-    expire_reservations(now);  // memory_admission.cpp
-  }
-  check_declarations(now);  // memory_admission.cpp
   log_limiter_.flush(now, [](const std::string& key, uint64_t suppressed) {
     spdlog::warn("suppressed {} more log lines of {}", suppressed, key);
   });

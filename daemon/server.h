@@ -7,8 +7,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,9 +21,7 @@
 #include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
-#include "memory_audit.h"
-#include "memory_broker.h"
-#include "memory_trace.h"
+#include "memory_service.h"
 #include "metrics_endpoint.h"
 #include "mps_supervisor.h"
 #include "policy_table.h"
@@ -90,21 +86,8 @@ class Server {
   void on_mps_query(Connection& c, const protocol::MpsQuery& q);
   bool answer_mps_ctl(Connection& c, const uint8_t* payload, size_t length);
 
-  // memory_*.cpp: admission against capacity, the jobs' views, swap (docs/memory.md).
-  void admit_memory(Connection& c, Job& job, const protocol::MemDeclare& m);
-  void memory_released(Job& job, int device);
-  void on_device_info(Connection& c, const protocol::DeviceInfo& d);
-  void on_alloc_site(Connection& c, const protocol::AllocSite& s);
-  void memory_tick(Clock::time_point now);
-  void swap_in_when_room(Clock::time_point now);  // memory_swap.cpp: without rotation
-  // memory_rotation.cpp: rotating residency (docs/memory.md), each tick, when configured.
-  void rotate_memory(Clock::time_point now);
-  void rotate_device(int device, Clock::time_point now);
-  nlohmann::json rotation_json(int device) const;
-  void expire_reservations(Clock::time_point now);  // reservations never used (finding 5)
-  void check_declarations(Clock::time_point now);   // against NVML's readings (memory_audit.h)
-  void serve_memory_waiters(Clock::time_point now);
-  void answer_memory(uint64_t job_id, int fd, bool admitted);
+  // The memory commands (memory_service.h) with the hooks they are given.
+  MemoryHooks memory_hooks();
 
   // server.cpp: a JSON request from gpusharectl, framed; the ctl service (ctl_service.h) answers
   // it with the parts and hooks ctl_hooks() gives it.
@@ -123,11 +106,6 @@ class Server {
   Registry registry_;
   PolicyTable policies_;  // each device's policy: the file's or gpusharectl's (policy_table.h)
   Scheduler scheduler_;
-  MemoryBroker memory_;
-  MemoryTrace memory_trace_;  // memory.trace: what gpushare-sim's memory model replays
-  std::unique_ptr<NvmlSampler> nvml_;  // declarations checked against real use (memory_audit.h)
-  uint64_t nvml_seen_ = 0;             // the last reading applied
-  DeclarationAudit declaration_audit_;
   ConnectionTable connections_;  // connection_table.h
   std::vector<uint8_t> buffer_;  // one received frame
   int epoll_ = -1;
@@ -144,7 +122,6 @@ class Server {
   // Connections: limits from max_clients, counts kept as connections come, change role and go.
   ConnectionLimits limits_;
   Clock::time_point last_idle_check_;
-  Clock::time_point last_expiry_check_;
   LogLimiter log_limiter_;
   std::string log_level_override_;
   std::string proc_root_ = "/proc";
@@ -157,8 +134,9 @@ class Server {
   DaemonCounters counters_;      // refusals, tick overruns, reloads (for /metrics)
   MetricsEndpoint metrics_;
   bool metrics_restart_noted_ = false;
-  // Last: they hold references to the components above.
-  ShimSessions shims_;  // registration and memory declarations
+  // Last: they hold references to the components above (the ctl service to the memory broker).
+  MemoryService memory_;  // admission, swap, rotation, reservations (docs/memory.md)
+  ShimSessions shims_;    // registration and memory declarations
   CtlService ctl_;
 };
 

@@ -2,7 +2,7 @@
 // granted, its control block) and its memory declarations and releases, each checked before
 // anything is believed. Like the ctl service, the component owns no state: it works on the
 // registry and the config it is given and asks the rest of the daemon, through hooks, to send a
-// reply, drop a client or decide on memory (memory_admission.cpp). So every check and refusal is
+// reply, drop a client or decide on memory (memory_service.h). So every check and refusal is
 // tested alone (tests/daemon/shim_sessions_test.cpp); the event loop frames the messages.
 #pragma once
 
@@ -46,7 +46,7 @@ struct ShimHooks {
   std::function<void(const std::string& key, const std::string& line)> warn;
   // Was the process told, before its cuInit, to be an MPS client (mps_session.cpp)?
   std::function<bool(pid_t pid)> mps_client;
-  // A well-formed declaration: admitted, refused or deferred (memory_admission.cpp).
+  // A well-formed declaration: admitted, refused or deferred (memory_service.h).
   std::function<void(Connection& c, Job& job, const protocol::MemDeclare& m)> admit_memory;
   // An allocation of the job on `device` was released.
   std::function<void(Job& job, int device)> memory_released;
