@@ -17,7 +17,8 @@
 // set against its speed in the period before (mode_costs, below), and what the opportunistic jobs
 // launched is averaged per mode. A mode's cost is 1 - its speed over the paused one. A cost that,
 // taken `noise_margin` standard errors low, fits the target over all the time the mode could get
-// is charged that low value (a loss the measurements cannot tell from noise does not throttle: on
+// is charged that low value (and, while it rests on fewer than `doubt_samples` pairs of periods,
+// more of production's time is paused, so that it is measured again the sooner) (a loss the measurements cannot tell from noise does not throttle: on
 // the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken high held the opportunistic
 // job to 0.28 of its solo rate where MPS client priority alone gave 0.86 with production at
 // 1.06); any other cost is taken that many standard errors high. The shares then maximise the
@@ -47,13 +48,20 @@ struct ConcurrencySettings {
   double explore_share = 0.05;    // a mode that could get time is run at least this share
   size_t samples = 16;            // recent differences per pair of modes (per production job) and
                                   // gains per mode (per device)
+  double doubt_samples = 8;       // pairs of periods a cost given the benefit of the doubt must
+                                  // rest on before the reference share falls to reference_share
 };
+
+// The reference share while a cost given the benefit of the doubt rests on no pair: it falls in
+// proportion to the pairs measured, to reference_share at doubt_samples (mode_shares).
+inline constexpr double kLearningReference = 0.5;
 
 // What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %
 // slower), with the standard error of that estimate.
 struct ModeCost {
   double harm = 0;
   double error = 0;
+  double samples = 0;  // what the estimate is worth in direct pairs of periods (mode_costs)
 };
 
 // Each mode's cost (worst over the production jobs; none: not measured yet) and gain (the

@@ -91,6 +91,12 @@ const ParameterSpec kParameters[] = {
      "opportunistic jobs, each of them may keep about this much of its own work queued on the GPU "
      "(in kernels, at the rate it launched there recently), so that production, back or paused, "
      "meets a short queue; 0: no bound there"},
+    {"doubt_samples", 8, 3, 16,
+     "with concurrency: pairs of adjacent periods a cost taken low (the benefit of the doubt) must "
+     "rest on before production's paused share falls to reference_share; with fewer it is raised "
+     "in proportion to the pairs missing (half of production's time with none), so that an early "
+     "reading is measured again within seconds",
+     true},
     {"warm_up_ms", 1500, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
@@ -191,7 +197,8 @@ class HarvestPolicy final : public Policy {
                  .noise_margin = p.at("noise_margin"),
                  .reference_share = p.at("reference_share"),
                  .explore_share = kExploreShare,
-                 .samples = kCostSamples}) {}
+                 .samples = kCostSamples,
+                 .doubt_samples = p.at("doubt_samples")}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {

@@ -107,26 +107,46 @@ TEST(ModeShares, AnUncertainCostShownTooHighIsSpentMoreCarefully) {
 // launch-bound production job a measured 6.5 % +- 3 % runs the opportunistic job beside it all
 // the time but the reference share; a clear 6.5 % (no noise) is rationed.
 TEST(ModeShares, ACostWithinTheNoiseOfTheTargetGetsTheBenefitOfTheDoubt) {
-  const auto doubtful =
-      mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.065, .error = 0.03}, 1), settings());
+  const auto doubtful = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = 0.065, .error = 0.03, .samples = 16}, 1), settings());
   EXPECT_NEAR(doubtful[kBeside], 0.95, 0.01);  // all but the reference
   const auto clear = mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.065}, 1), settings());
   EXPECT_LT(clear[kBeside], 0.8);
   // Taken low it must fit all the time the mode could get: 12 % +- 3 % does not.
-  const auto costly =
-      mode_shares(measured({.harm = 0.1}, 0, {.harm = 0.12, .error = 0.03}, 1), settings());
+  const auto costly = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = 0.12, .error = 0.03, .samples = 16}, 1), settings());
   EXPECT_LT(costly[kBeside], 0.4);
   // The doubt is for a reading within twice the target's allowance, its error too: beside a
   // saturating job on the H100 (true cost 15-24 %) 12 % +- 9 % and 7 % +- 13 % are rationed;
   // beside a gappy one, whose speed is noisy, -15 % +- 9 % is not.
   for (const ModeCost& reading :
-       {ModeCost{.harm = 0.122, .error = 0.088}, ModeCost{.harm = 0.068, .error = 0.134}}) {
+       {ModeCost{.harm = 0.122, .error = 0.088, .samples = 16},
+        ModeCost{.harm = 0.068, .error = 0.134, .samples = 16}}) {
     const auto rationed = mode_shares(measured({.harm = 0.1}, 0, reading, 1), settings());
     EXPECT_LT(rationed[kBeside], 0.3);
   }
-  const auto noisy =
-      mode_shares(measured({.harm = 0.1}, 0, {.harm = -0.146, .error = 0.094}, 1), settings());
+  const auto noisy = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = -0.146, .error = 0.094, .samples = 16}, 1), settings());
   EXPECT_NEAR(noisy[kBeside], 0.95, 1e-12);
+}
+
+// A reading given the doubt on few pairs of periods is measured again the sooner: beside a
+// saturating job on the H100 (true cost about 25 %) the first three pairs read 5.3 % +- 5.7 %.
+// On three pairs of the eight asked for, production is paused about a third of its time (the
+// reference share raised in proportion to the pairs missing), so that paused periods next to
+// beside ones correct it; on eight, the reference share is back to its 5 %.
+TEST(ModeShares, ADoubtOnFewPairsIsMeasuredAgainSooner) {
+  const auto early = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = 0.053, .error = 0.057, .samples = 3}, 1), settings());
+  EXPECT_NEAR(early[kPaused], kLearningReference * 5 / 8, 1e-12);
+  EXPECT_NEAR(early[kBeside], 1 - kLearningReference * 5 / 8, 1e-12);
+  const auto enough = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = 0.053, .error = 0.057, .samples = 8}, 1), settings());
+  EXPECT_NEAR(enough[kBeside], 0.95, 1e-12);
+  // A cost taken high is rationed anyway: its pairs are not hurried.
+  const auto high = mode_shares(
+      measured({.harm = 0.1}, 0, {.harm = 0.2, .error = 0.03, .samples = 3}, 1), settings());
+  EXPECT_LT(high[kBeside], 0.3);
 }
 
 // Whatever the costs and gains, the loss stays within what the target allows as long as
@@ -454,10 +474,12 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
 }
 
 // Gappy production that running beside does not slow: the opportunistic job runs beside it all
-// but the reference share and the windows skipped after each change of mode.
+// but the reference share and the windows skipped after each change of mode, and, while its cost
+// rests on fewer than doubt_samples pairs, the raised reference share (0.675 of 0.8 over this
+// model's run; 0.758 when early readings were trusted as soon as three pairs gave them).
 TEST(HarvestConcurrency, HarmlessConcurrencyRunsBesideProductionAlmostAlways) {
   const Outcome outcome = run_concurrency({0.02, 0.3, 0.0, 0.8});
-  EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
+  EXPECT_GE(outcome.opportunistic, 0.8 * 0.8);
   EXPECT_GE(outcome.production, 0.97);
 }
 
@@ -569,11 +591,12 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
   // 0.05 (gated throughout) when they were read. 0.53 since production's warm-up is not measured
   // (0.58 before): the first costs then rest on later windows, and three of them read beside at
   // 0.20 +- 0.03 (its true cost 0.02), which held it to its exploring share for 2 s of the 18.
-  EXPECT_GE(outcome.opportunistic, 0.65 * 0.8);
+  // 0.48 since a cost given the doubt on fewer than doubt_samples pairs raises the reference share.
+  EXPECT_GE(outcome.opportunistic, 0.55 * 0.8);
   EXPECT_GE(outcome.production, 0.95);
   c.on_mps = false;  // the same with the budget chosen directly
   const Outcome direct = run_concurrency(c, 21, 3);
-  EXPECT_GE(direct.opportunistic, 0.65 * 0.8);
+  EXPECT_GE(direct.opportunistic, 0.55 * 0.8);
   EXPECT_GE(direct.production, 0.95);
 }
 

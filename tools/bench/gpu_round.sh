@@ -25,6 +25,9 @@ ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
 S1_ROWS=(--skip sequential streams ticktock mps-thr30 "${s1_skip[@]}")
 # GPUSHARE_POLICIES overrides the gpushare rows (space-separated, e.g. "harvest priority:kernel_gating=1").
 read -ra policies <<<"${GPUSHARE_POLICIES:-tgs harvest harvest@mps-prio}"
+read -ra s3_policies <<<"${S3_POLICIES:-${policies[*]}}"
+# Read here and not passed on: a worker's shim warns of every GPUSHARE_ variable it does not know.
+unset GPUSHARE_POLICIES S3_POLICIES
 POLICIES=(--gpushare-policy "${policies[@]}")
 bench() { timeout "$1" python3 tools/bench/run.py "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
 # The daemons' logs of a part in one archive (their names hold ':' and '@', which the GPU
@@ -81,8 +84,7 @@ for part in "$@"; do
     # S3 starts and stops 36 workers: after its 270 s of windows, stopping them and writing the
     # table took more than the 30 s left by a 300 s limit (2026-11-24 and 2026-11-25: no table).
     # S3_POLICIES: its gpushare rows, when they differ from the other parts' (space-separated).
-    s3) read -ra s3_policies <<<"${S3_POLICIES:-${policies[*]}}"
-        bench 420 --scenario S3 --out "$out/s3" --window 4 --reps "${REPS:-3}" --budget-s 270 "${G[@]}" \
+    s3) bench 420 --scenario S3 --out "$out/s3" --window 4 --reps "${REPS:-3}" --budget-s 270 "${G[@]}" \
           --gpushare-policy "${s3_policies[@]}" ;;
     # Rotation: three training jobs needing about twice what a 16 GiB capacity leaves after production.
     s7) bench 570 --scenario S7 --out "$out/s7" --capacity 16G --budget-s 520 "${G[@]}" \
