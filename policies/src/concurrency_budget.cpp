@@ -146,8 +146,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // few seconds of busy production, while a gappy job's reading near 0 costs the opportunistic
     // job that share for as long.
     if (doubtful && low < high && c.samples < settings.doubt_samples)
-      reference = std::max(reference,
-                           kLearningReference * (1 - c.samples / settings.doubt_samples));
+      reference =
+          std::max(reference, kLearningReference * (1 - c.samples / settings.doubt_samples));
   }
   time = 1 - reference;
   budget = std::max(0.0, budget);

@@ -18,14 +18,15 @@
 // launched is averaged per mode. A mode's cost is 1 - its speed over the paused one. A cost that,
 // taken `noise_margin` standard errors low, fits the target over all the time the mode could get
 // is charged that low value (and, while it rests on fewer than `doubt_samples` pairs of periods,
-// more of production's time is paused, so that it is measured again the sooner) (a loss the measurements cannot tell from noise does not throttle: on
-// the H100 beside a launch-bound resnet50 b8 job, a 6.5 % cost taken high held the opportunistic
-// job to 0.28 of its solo rate where MPS client priority alone gave 0.86 with production at
-// 1.06); any other cost is taken that many standard errors high. The shares then maximise the
-// opportunistic gain with the production loss sum(share x cost) within 1 - target: the modes in
-// order of gain per cost, each given what the remaining budget allows (a fractional knapsack),
-// the reference keeping `reference_share`, and a mode that could still get time at least
-// `explore_share`, so that its cost stays measured. The rest is paused.
+// more of production's time is paused, so that it is measured again the sooner) (a loss the
+// measurements cannot tell from noise does not throttle: on the H100 beside a launch-bound resnet50
+// b8 job, a 6.5 % cost taken high held the opportunistic job to 0.28 of its solo rate where MPS
+// client priority alone gave 0.86 with production at 1.06); any other cost is taken that many
+// standard errors high. The shares then maximise the opportunistic gain with the production loss
+// sum(share x cost) within 1 - target: the modes in order of gain per cost, each given what the
+// remaining budget allows (a fractional knapsack), the reference keeping `reference_share`, and a
+// mode that could still get time at least `explore_share`, so that its cost stays measured. The
+// rest is paused.
 #pragma once
 
 #include <array>

@@ -119,9 +119,8 @@ TEST(ModeShares, ACostWithinTheNoiseOfTheTargetGetsTheBenefitOfTheDoubt) {
   // The doubt is for a reading within twice the target's allowance, its error too: beside a
   // saturating job on the H100 (true cost 15-24 %) 12 % +- 9 % and 7 % +- 13 % are rationed;
   // beside a gappy one, whose speed is noisy, -15 % +- 9 % is not.
-  for (const ModeCost& reading :
-       {ModeCost{.harm = 0.122, .error = 0.088, .samples = 16},
-        ModeCost{.harm = 0.068, .error = 0.134, .samples = 16}}) {
+  for (const ModeCost& reading : {ModeCost{.harm = 0.122, .error = 0.088, .samples = 16},
+                                  ModeCost{.harm = 0.068, .error = 0.134, .samples = 16}}) {
     const auto rationed = mode_shares(measured({.harm = 0.1}, 0, reading, 1), settings());
     EXPECT_LT(rationed[kBeside], 0.3);
   }
