@@ -103,11 +103,11 @@ double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasure
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt) {
   constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
-  std::array<double, kRunModes> shares{};
   for (RunMode m : kCandidates) {
     if (!measures.cost[index(m)] || !measures.gain[index(m)]) {
-      shares.fill(1.0 / kRunModes);  // still learning: every mode measured alike
-      return shares;
+      std::array<double, kRunModes> thirds{};
+      thirds.fill(1.0 / kRunModes);  // still learning: every mode measured alike
+      return thirds;
     }
   }
   // What the target allows, less what exploring the candidates will spend if the budget, not the
@@ -116,9 +116,9 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // nothing does not throttle. Any other is charged its cost taken high: where throttling is
   // shown to be needed, it errs toward production.
   const double allowed = std::max(0.0, 1 - settings.target - debt);
-  double reference = settings.reference_share;
-  double time = 1 - reference;
+  const double base_time = 1 - settings.reference_share;
   std::array<double, kRunModes> cost{};
+  std::array<double, kRunModes> learning{};  // the reference share each mode's reading asks for
   double budget = allowed;
   for (RunMode m : kCandidates) {
     const ModeCost& c = *measures.cost[index(m)];
@@ -133,7 +133,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // period to the next) rationed for most of the benchmark (opportunistic 0.34-0.38 of
     // MPS-prio's).
     const double doubt = 2 * (1 - settings.target);
-    const bool doubtful = low * time <= allowed && c.harm <= doubt && c.error <= doubt;
+    const bool doubtful = low * base_time <= allowed && c.harm <= doubt && c.error <= doubt;
     cost[index(m)] = doubtful ? low : high;
     budget -= settings.explore_share * cost[index(m)];
     // A cost given the doubt on fewer than doubt_samples pairs of periods is measured again the
@@ -141,68 +141,87 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // resnet50 b32 job (S5, 1 s on and off) the first three pairs read beside's 25 % cost as 5 %
     // +- 6 %; given the doubt, beside ran 95 % of production's busy time, paused periods (the
     // pairs that could correct it) came once in 20 periods, about once a minute with the
-    // on-phases' breaks, and production kept 0.774. The reference share is raised in proportion to
-    // the pairs still missing (from kLearningReference), so such a reading is corrected within a
-    // few seconds of busy production, while a gappy job's reading near 0 costs the opportunistic
-    // job that share for as long.
+    // on-phases' breaks, and production kept 0.774. The reference share is raised in proportion
+    // to the pairs still missing (from kLearningReference), so such a reading is corrected within
+    // a few seconds of busy production, while a gappy job's reading near 0 costs the
+    // opportunistic job that share for as long.
     if (doubtful && low < high && c.samples < settings.doubt_samples)
-      reference =
-          std::max(reference, kLearningReference * (1 - c.samples / settings.doubt_samples));
+      learning[index(m)] = kLearningReference * (1 - c.samples / settings.doubt_samples);
   }
-  time = 1 - reference;
   budget = std::max(0.0, budget);
-  // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b with
-  // f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex: each
-  // mode alone as far as time or budget allows, or both with time and budget used up.
   const size_t g = index(RunMode::gated), b = index(RunMode::beside);
   const double gain_g = std::max(0.0, *measures.gain[g]), gain_b = std::max(0.0, *measures.gain[b]);
-  auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
-  std::array<std::pair<double, double>, 4> vertices{{{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
-  if (cost[b] != cost[g]) {
-    const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
-    if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
-  }
-  std::pair<double, double> best{0, 0};
-  double best_gain = -1, best_cost = 0;
-  for (const auto& [f_g, f_b] : vertices) {
-    const double spent = cost[g] * f_g + cost[b] * f_b;
-    if (f_g + f_b > time + 1e-9 || spent > budget + 1e-9) continue;
-    const double gain = gain_g * f_g + gain_b * f_b;
-    if (gain > best_gain + 1e-12 || (std::abs(gain - best_gain) <= 1e-12 && spent < best_cost)) {
-      best = {f_g, f_b};
-      best_gain = gain;
-      best_cost = spent;
+
+  // The candidates' shares within `time` (1 - the reference share).
+  auto plan = [&](double time) {
+    std::array<double, kRunModes> shares{};
+    // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b
+    // with f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex:
+    // each mode alone as far as time or budget allows, or both with time and budget used up.
+    auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
+    std::array<std::pair<double, double>, 4> vertices{
+        {{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
+    if (cost[b] != cost[g]) {
+      const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
+      if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
     }
-  }
-  shares[g] = best.first;
-  shares[b] = best.second;
-  double left = time - best.first - best.second;
-  // Each candidate is run at least explore_share, so that what it costs and gains stays measured
-  // (a cost that falls, a gain that rises: production's load or the opportunistic job changed).
-  // Time left over means the budget limited the candidates: from that time. Otherwise from the
-  // other candidate's: a mode given no time is never measured again, and one wrong measurement
-  // (on the H100, a gain of 0 read while the opportunistic job was still starting) would keep it
-  // out for good.
-  // Except gated while beside takes all the time and gains more: gated is then dominated, and
-  // exploring it only takes time from beside (on the H100 beside a gappy resnet50 b8 job, gated
-  // gained 1-15 % of beside's launches at the same cost; its 5 % and the gated periods that went
-  // on across production's gaps were part of what held the opportunistic job to 0.63-0.74 of
-  // MPS-prio's, where the target is 0.9). Its measurements stay; should beside's cost grow past
-  // the budget, gated is explored again from the time beside loses.
-  const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
-  for (RunMode m : kCandidates) {
-    if (m == RunMode::gated && gated_dominated) continue;
-    const double wanted = std::max(0.0, settings.explore_share - shares[index(m)]);
-    if (wanted <= 0) continue;
-    const double from_left = std::min(left, wanted);
-    left -= from_left;
-    const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
-    const double from_other =
-        std::min(wanted - from_left, std::max(0.0, shares[other] - settings.explore_share));
-    shares[other] -= from_other;
-    shares[index(m)] += from_left + from_other;
-  }
-  shares[index(RunMode::paused)] = 1 - shares[index(RunMode::beside)] - shares[index(RunMode::gated)];
+    std::pair<double, double> best{0, 0};
+    double best_gain = -1, best_cost = 0;
+    for (const auto& [f_g, f_b] : vertices) {
+      const double spent = cost[g] * f_g + cost[b] * f_b;
+      if (f_g + f_b > time + 1e-9 || spent > budget + 1e-9) continue;
+      const double gain = gain_g * f_g + gain_b * f_b;
+      if (gain > best_gain + 1e-12 || (std::abs(gain - best_gain) <= 1e-12 && spent < best_cost)) {
+        best = {f_g, f_b};
+        best_gain = gain;
+        best_cost = spent;
+      }
+    }
+    shares[g] = best.first;
+    shares[b] = best.second;
+    double left = time - best.first - best.second;
+    // Each candidate is run at least explore_share, so that what it costs and gains stays
+    // measured (a cost that falls, a gain that rises: production's load or the opportunistic job
+    // changed). Time left over means the budget limited the candidates: from that time.
+    // Otherwise from the other candidate's: a mode given no time is never measured again, and one
+    // wrong measurement (on the H100, a gain of 0 read while the opportunistic job was still
+    // starting) would keep it out for good.
+    // Except gated while beside takes all the time and gains more: gated is then dominated, and
+    // exploring it only takes time from beside (on the H100 beside a gappy resnet50 b8 job, gated
+    // gained 1-15 % of beside's launches at the same cost; its 5 % and the gated periods that
+    // went on across production's gaps were part of what held the opportunistic job to 0.63-0.74
+    // of MPS-prio's, where the target is 0.9). Its measurements stay; should beside's cost grow
+    // past the budget, gated is explored again from the time beside loses.
+    const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
+    for (RunMode m : kCandidates) {
+      if (m == RunMode::gated && gated_dominated) continue;
+      const double wanted = std::max(0.0, settings.explore_share - shares[index(m)]);
+      if (wanted <= 0) continue;
+      const double from_left = std::min(left, wanted);
+      left -= from_left;
+      const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
+      const double from_other =
+          std::min(wanted - from_left, std::max(0.0, shares[other] - settings.explore_share));
+      shares[other] -= from_other;
+      shares[index(m)] += from_left + from_other;
+    }
+    shares[index(RunMode::paused)] = 1 - shares[b] - shares[g];
+    return shares;
+  };
+
+  // The reference share the uncertain readings ask for, then again without the modes that end
+  // up with no more than their exploring share: a mode that barely runs cannot take production
+  // far whatever its cost. On the H100 beside a gappy resnet50 b8 job gated, dominated by beside
+  // and not run, kept its early reading's few pairs for good, and its raised reference share
+  // held beside at 0.69-0.85 of production's busy time for a whole benchmark.
+  double reference = settings.reference_share;
+  for (double r : learning) reference = std::max(reference, r);
+  std::array<double, kRunModes> shares = plan(1 - reference);
+  double relied_on = settings.reference_share;
+  for (RunMode m : kCandidates)
+    if (shares[index(m)] > settings.explore_share + 1e-9)
+      relied_on = std::max(relied_on, learning[index(m)]);
+  if (relied_on < reference) shares = plan(1 - relied_on);
   return shares;
 }
 

@@ -142,6 +142,15 @@ TEST(ModeShares, ADoubtOnFewPairsIsMeasuredAgainSooner) {
   const auto enough = mode_shares(
       measured({.harm = 0.1}, 0, {.harm = 0.053, .error = 0.057, .samples = 8}, 1), settings());
   EXPECT_NEAR(enough[kBeside], 0.95, 1e-12);
+  // A mode that barely runs does not hold the reference share up: gated, dominated by beside and
+  // not run, keeps its early reading on three pairs for good (on the H100 it held beside at
+  // 0.69-0.85 of a gappy job's busy time for a whole benchmark); beside's rests on eight.
+  const auto dominated = mode_shares(
+      measured({.harm = -0.05, .error = 0.1, .samples = 3}, 0.3,
+               {.harm = 0.04, .error = 0.05, .samples = 8}, 0.8),
+      settings());
+  EXPECT_NEAR(dominated[kBeside], 0.95, 1e-12);
+  EXPECT_NEAR(dominated[kGated], 0, 1e-12);
   // A cost taken high is rationed anyway: its pairs are not hurried.
   const auto high = mode_shares(
       measured({.harm = 0.1}, 0, {.harm = 0.2, .error = 0.03, .samples = 3}, 1), settings());
@@ -473,12 +482,10 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
 }
 
 // Gappy production that running beside does not slow: the opportunistic job runs beside it all
-// but the reference share and the windows skipped after each change of mode, and, while its cost
-// rests on fewer than doubt_samples pairs, the raised reference share (0.675 of 0.8 over this
-// model's run; 0.758 when early readings were trusted as soon as three pairs gave them).
+// but the reference share and the windows skipped after each change of mode.
 TEST(HarvestConcurrency, HarmlessConcurrencyRunsBesideProductionAlmostAlways) {
   const Outcome outcome = run_concurrency({0.02, 0.3, 0.0, 0.8});
-  EXPECT_GE(outcome.opportunistic, 0.8 * 0.8);
+  EXPECT_GE(outcome.opportunistic, 0.85 * 0.8);
   EXPECT_GE(outcome.production, 0.97);
 }
 
@@ -590,7 +597,7 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleByItsOwnChoiceIsNotMeasured) {
   // 0.05 (gated throughout) when they were read. 0.53 since production's warm-up is not measured
   // (0.58 before): the first costs then rest on later windows, and three of them read beside at
   // 0.20 +- 0.03 (its true cost 0.02), which held it to its exploring share for 2 s of the 18.
-  // 0.48 since a cost given the doubt on fewer than doubt_samples pairs raises the reference share.
+  // 0.49 since a cost given the doubt on fewer than doubt_samples pairs raises the reference share.
   EXPECT_GE(outcome.opportunistic, 0.55 * 0.8);
   EXPECT_GE(outcome.production, 0.95);
   c.on_mps = false;  // the same with the budget chosen directly
