@@ -14,7 +14,7 @@
 # nothing else is written at the top of $OUT (2026-11-26: a call stopped by an outer `timeout`
 # before its archiving step returned no lane's tables or plots, and a ninth file crowded one out).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
 out=${OUT:-/tmp/out}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$#" -gt "$gpus" ]; then
@@ -23,15 +23,26 @@ if [ "$#" -gt "$gpus" ]; then
 fi
 mapfile -t uuids < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
 lane_s=${LANE_S:-540}
+# Each lane on its own share of the host's cores: on the four-GPU host (64 cores) a launch-bound
+# resnet50 b8 job's speed spread by a factor of 4 between windows with every lane's workers on
+# every core (2026-11-26, S1b's isolated runs). LANE_CPUS=0 leaves the lanes unpinned.
+mapfile -t cpus < <(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)), sep="\n")')
+per_lane=$((${#cpus[@]} / $#))
+pin() {  # lane index -> a taskset prefix, or nothing where pinning is off or would fail
+  [ "${LANE_CPUS:-1}" = 0 ] || [ "$per_lane" -lt 2 ] && return
+  local list
+  list=$(IFS=,; echo "${cpus[*]:$(($1 * per_lane)):$per_lane}")
+  taskset -c "$list" true 2>/dev/null && echo "taskset -c $list"
+}
 pids=()
 i=0
 for lane in "$@"; do
   mkdir -p "$out/gpu$i"
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm --format=csv >"$out/gpu$i/gpus.csv" 2>&1
   (
-    # shellcheck disable=SC2086  # a lane is a word list of parts
+    # shellcheck disable=SC2086,SC2046  # a lane is a word list of parts; pin is a command prefix
     CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="/tmp/bmps$i" \
-      timeout --kill-after=10 "$lane_s" bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
+      timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
       | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
     rc=${PIPESTATUS[0]}
     # A part stopped mid-way has not archived its daemons' logs: do it here.
