@@ -34,6 +34,71 @@ double charged_high(const ModeCost& c, const ConcurrencySettings& s) {
   return std::max(0.0, c.harm + s.noise_margin * c.error);
 }
 
+// The modes that run the opportunistic jobs: the candidates for the time paused leaves.
+constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
+
+// The gated and beside shares of production's busy time, within `time` (1 - the reference share)
+// and a loss of `budget`, each mode charged `cost` (index: RunMode) and gaining `gain_g`,
+// `gain_b`; paused gets the rest. Pure.
+std::array<double, kRunModes> plan_shares(const std::array<double, kRunModes>& cost, double gain_g,
+                                          double gain_b, double budget, double time,
+                                          double explore_share) {
+  const size_t g = index(RunMode::gated), b = index(RunMode::beside);
+  std::array<double, kRunModes> shares{};
+  // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b
+  // with f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex:
+  // each mode alone as far as time or budget allows, or both with time and budget used up.
+  auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
+  std::array<std::pair<double, double>, 4> vertices{
+      {{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
+  if (cost[b] != cost[g]) {
+    const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
+    if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
+  }
+  std::pair<double, double> best{0, 0};
+  double best_gain = -1, best_cost = 0;
+  for (const auto& [f_g, f_b] : vertices) {
+    const double spent = cost[g] * f_g + cost[b] * f_b;
+    if (f_g + f_b > time + 1e-9 || spent > budget + 1e-9) continue;
+    const double gain = gain_g * f_g + gain_b * f_b;
+    if (gain > best_gain + 1e-12 || (std::abs(gain - best_gain) <= 1e-12 && spent < best_cost)) {
+      best = {f_g, f_b};
+      best_gain = gain;
+      best_cost = spent;
+    }
+  }
+  shares[g] = best.first;
+  shares[b] = best.second;
+  double left = time - best.first - best.second;
+  // Each candidate is run at least explore_share, so that what it costs and gains stays
+  // measured (a cost that falls, a gain that rises: production's load or the opportunistic job
+  // changed). Time left over means the budget limited the candidates: from that time.
+  // Otherwise from the other candidate's: a mode given no time is never measured again, and one
+  // wrong measurement (on the H100, a gain of 0 read while the opportunistic job was still
+  // starting) would keep it out for good.
+  // Except gated while beside takes all the time and gains more: gated is then dominated, and
+  // exploring it only takes time from beside (on the H100 beside a gappy resnet50 b8 job, gated
+  // gained 1-15 % of beside's launches at the same cost; its 5 % and the gated periods that
+  // went on across production's gaps were part of what held the opportunistic job to 0.63-0.74
+  // of MPS-prio's, where the target is 0.9). Its measurements stay; should beside's cost grow
+  // past the budget, gated is explored again from the time beside loses.
+  const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
+  for (RunMode m : kCandidates) {
+    if (m == RunMode::gated && gated_dominated) continue;
+    const double wanted = std::max(0.0, explore_share - shares[index(m)]);
+    if (wanted <= 0) continue;
+    const double from_left = std::min(left, wanted);
+    left -= from_left;
+    const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
+    const double from_other =
+        std::min(wanted - from_left, std::max(0.0, shares[other] - explore_share));
+    shares[other] -= from_other;
+    shares[index(m)] += from_left + from_other;
+  }
+  shares[index(RunMode::paused)] = 1 - shares[b] - shares[g];
+  return shares;
+}
+
 }  // namespace
 
 std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences) {
@@ -102,7 +167,6 @@ double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasure
 
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt) {
-  constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
   for (RunMode m : kCandidates) {
     if (!measures.cost[index(m)] || !measures.gain[index(m)]) {
       std::array<double, kRunModes> thirds{};
@@ -152,62 +216,6 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   const size_t g = index(RunMode::gated), b = index(RunMode::beside);
   const double gain_g = std::max(0.0, *measures.gain[g]), gain_b = std::max(0.0, *measures.gain[b]);
 
-  // The candidates' shares within `time` (1 - the reference share).
-  auto plan = [&](double time) {
-    std::array<double, kRunModes> shares{};
-    // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b
-    // with f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex:
-    // each mode alone as far as time or budget allows, or both with time and budget used up.
-    auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
-    std::array<std::pair<double, double>, 4> vertices{
-        {{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
-    if (cost[b] != cost[g]) {
-      const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
-      if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
-    }
-    std::pair<double, double> best{0, 0};
-    double best_gain = -1, best_cost = 0;
-    for (const auto& [f_g, f_b] : vertices) {
-      const double spent = cost[g] * f_g + cost[b] * f_b;
-      if (f_g + f_b > time + 1e-9 || spent > budget + 1e-9) continue;
-      const double gain = gain_g * f_g + gain_b * f_b;
-      if (gain > best_gain + 1e-12 || (std::abs(gain - best_gain) <= 1e-12 && spent < best_cost)) {
-        best = {f_g, f_b};
-        best_gain = gain;
-        best_cost = spent;
-      }
-    }
-    shares[g] = best.first;
-    shares[b] = best.second;
-    double left = time - best.first - best.second;
-    // Each candidate is run at least explore_share, so that what it costs and gains stays
-    // measured (a cost that falls, a gain that rises: production's load or the opportunistic job
-    // changed). Time left over means the budget limited the candidates: from that time.
-    // Otherwise from the other candidate's: a mode given no time is never measured again, and one
-    // wrong measurement (on the H100, a gain of 0 read while the opportunistic job was still
-    // starting) would keep it out for good.
-    // Except gated while beside takes all the time and gains more: gated is then dominated, and
-    // exploring it only takes time from beside (on the H100 beside a gappy resnet50 b8 job, gated
-    // gained 1-15 % of beside's launches at the same cost; its 5 % and the gated periods that
-    // went on across production's gaps were part of what held the opportunistic job to 0.63-0.74
-    // of MPS-prio's, where the target is 0.9). Its measurements stay; should beside's cost grow
-    // past the budget, gated is explored again from the time beside loses.
-    const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
-    for (RunMode m : kCandidates) {
-      if (m == RunMode::gated && gated_dominated) continue;
-      const double wanted = std::max(0.0, settings.explore_share - shares[index(m)]);
-      if (wanted <= 0) continue;
-      const double from_left = std::min(left, wanted);
-      left -= from_left;
-      const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
-      const double from_other =
-          std::min(wanted - from_left, std::max(0.0, shares[other] - settings.explore_share));
-      shares[other] -= from_other;
-      shares[index(m)] += from_left + from_other;
-    }
-    shares[index(RunMode::paused)] = 1 - shares[b] - shares[g];
-    return shares;
-  };
 
   // The reference share the uncertain readings ask for, then again without the modes that end
   // up with no more than their exploring share: a mode that barely runs cannot take production
@@ -216,12 +224,14 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // held beside at 0.69-0.85 of production's busy time for a whole benchmark.
   double reference = settings.reference_share;
   for (double r : learning) reference = std::max(reference, r);
-  std::array<double, kRunModes> shares = plan(1 - reference);
+  std::array<double, kRunModes> shares =
+      plan_shares(cost, gain_g, gain_b, budget, 1 - reference, settings.explore_share);
   double relied_on = settings.reference_share;
   for (RunMode m : kCandidates)
     if (shares[index(m)] > settings.explore_share + 1e-9)
       relied_on = std::max(relied_on, learning[index(m)]);
-  if (relied_on < reference) shares = plan(1 - relied_on);
+  if (relied_on < reference)
+    shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, settings.explore_share);
   return shares;
 }
 
