@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "registry_jobs.h"
+
 namespace gpushare::daemon {
 namespace {
 
@@ -76,17 +78,11 @@ struct Memory {
   // A registered shim's job on connection `fd`, with its control block (created as registration
   // creates it), and the connection the deferred answers look up.
   Job& add_job(JobClass granted, const char* name, int fd) {
-    Job job;
-    job.id = registry.next_id();
+    Job job = job_with_block(registry, granted, {0});
     job.connection = fd;
     job.peer.pid = 1000 + fd;
     job.peer.uid = 1000;
     job.name = name;
-    job.requested = job.granted = granted;
-    job.devices = {0};
-    std::string error;
-    job.block = SharedControlBlock::create(job.id, granted, &error);
-    EXPECT_TRUE(job.block.valid()) << error;
     Connection& c = connections[fd];
     c.fd = fd;
     c.peer = job.peer;

@@ -3,6 +3,7 @@
 // control block holds all of a process's launches).
 #include <gtest/gtest.h>
 
+#include "registry_jobs.h"
 #include "scheduler.h"
 
 namespace gpushare::daemon {
@@ -36,22 +37,11 @@ TEST(StrictestGate, TakesTheFewestLaunchesTheSmallestBoundAndAnyPauseOrIdleGate)
   EXPECT_EQ(strictest_gate({open, open}).launches, policies::kUnlimited);
 }
 
-Job job_on(Registry& registry, protocol::JobClass job_class, std::vector<int> devices) {
-  Job job;
-  job.id = registry.next_id();
-  job.granted = job.requested = job_class;
-  job.devices = std::move(devices);
-  std::string error;
-  job.block = SharedControlBlock::create(job.id, job_class, &error);
-  EXPECT_TRUE(job.block.valid()) << error;
-  return job;
-}
-
 // /metrics' per-device status lists the devices whose policy decided something this tick, with
 // the opportunistic allowance where the device has opportunistic jobs.
 TEST(MultiDeviceScheduling, AJobOnTwoDevicesIsSeenByBothPolicies) {
   Registry registry;
-  registry.add(job_on(registry, protocol::JobClass::opportunistic, {1, 0}));
+  registry.add(job_with_block(registry, protocol::JobClass::opportunistic, {1, 0}));
   Scheduler scheduler;
   auto none = [](int) { return PolicyChoice{}; };
   Clock::time_point t0 = Clock::now();
@@ -66,10 +56,10 @@ TEST(MultiDeviceScheduling, AJobOnTwoDevicesIsSeenByBothPolicies) {
 
 TEST(MultiDeviceScheduling, AJobHoldingMemoryIsScheduledWhereItsMemoryIs) {
   Registry registry;
-  Job job = job_on(registry, protocol::JobClass::opportunistic, {0, 1});  // sees both devices
+  Job job = job_with_block(registry, protocol::JobClass::opportunistic, {0, 1});  // sees both devices
   job.set_allocation({1, 0x1000}, DeclaredAllocation{.bytes = 4096});     // works on device 1
   EXPECT_EQ(Scheduler::devices_of(job), std::vector<int>{1});
-  Job any = job_on(registry, protocol::JobClass::opportunistic, {});
+  Job any = job_with_block(registry, protocol::JobClass::opportunistic, {});
   EXPECT_EQ(Scheduler::devices_of(any), std::vector<int>{0});  // any device: device 0
 }
 
