@@ -56,8 +56,9 @@ TEST(MultiDeviceScheduling, AJobOnTwoDevicesIsSeenByBothPolicies) {
 
 TEST(MultiDeviceScheduling, AJobHoldingMemoryIsScheduledWhereItsMemoryIs) {
   Registry registry;
-  Job job = job_with_block(registry, protocol::JobClass::opportunistic, {0, 1});  // sees both devices
-  job.set_allocation({1, 0x1000}, DeclaredAllocation{.bytes = 4096});     // works on device 1
+  // It sees both devices and works on device 1.
+  Job job = job_with_block(registry, protocol::JobClass::opportunistic, {0, 1});
+  job.set_allocation({1, 0x1000}, DeclaredAllocation{.bytes = 4096});
   EXPECT_EQ(Scheduler::devices_of(job), std::vector<int>{1});
   Job any = job_with_block(registry, protocol::JobClass::opportunistic, {});
   EXPECT_EQ(Scheduler::devices_of(any), std::vector<int>{0});  // any device: device 0
