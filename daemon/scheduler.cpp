@@ -43,6 +43,13 @@ uint32_t completion_stride_for(uint64_t launches, uint32_t current) {
   return wanted >= 4 * current || 4 * wanted <= current ? wanted : current;
 }
 
+CompletionMarks completion_marks_for(uint64_t launches, uint32_t current, bool idle_gated,
+                                     bool measured) {
+  uint32_t stride = completion_stride_for(launches, current);
+  if (idle_gated) stride = std::min(stride, kIdleGatingStride);
+  return {.stride = stride, .poll_us = idle_gated || measured ? kIdleGatingPollUs : 0};
+}
+
 std::vector<int> Scheduler::devices_of(const Job& job) {
   std::vector<int> devices = job.devices_in_use();
   if (devices.empty()) devices.push_back(0);
@@ -128,6 +135,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
   status_.clear();
   std::map<uint64_t, std::vector<policies::Gate>> decided;  // by job id: one gate per device
   std::set<uint64_t> on_relayed_device;  // jobs on a device the idle relay samples
+  std::set<uint64_t> beside_idle_gated;  // jobs on a device where some job is idle-gated
   uint64_t now_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   for (auto& [device, observation] : observed) {
@@ -172,13 +180,15 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       else if (gate.production_idle_only)
         idle.gated.push_back(gate.job_id);
     }
-    // The relay samples this device's production jobs (fine marks, frequent polls) while some job
-    // is idle-gated or the policy measures production's busy time.
+    // The relay samples this device's production jobs (frequent polls; fine marks only where some
+    // job is idle-gated: completion_marks_for) while some job is idle-gated or the policy measures
+    // production's busy time.
     const bool relayed = !idle.gated.empty() || measured;
     for (const policies::Gate& gate : gates) {
       if (!by_id.count(gate.job_id)) continue;
       decided[gate.job_id].push_back(gate);
       if (relayed) on_relayed_device.insert(gate.job_id);
+      if (!idle.gated.empty()) beside_idle_gated.insert(gate.job_id);
     }
     if (relayed) relayed_[device] = std::move(idle);
   }
@@ -193,14 +203,15 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     const policies::JobControl v = policies::control_for(gate, job->granted, seen.history.launches);
     const bool production = job->granted == protocol::JobClass::production;
     const uint32_t bound = v.max_in_flight;
-    uint32_t stride =
-        production ? completion_stride_for(window_launches[id], seen.completion_stride) : 0;
-    if (production && relayed) stride = std::min(stride, kIdleGatingStride);
-    if (stride != seen.completion_stride) {
-      job->block.set_completion_stride(stride);
-      seen.completion_stride = stride;
+    const CompletionMarks marks =
+        production ? completion_marks_for(window_launches[id], seen.completion_stride,
+                                          beside_idle_gated.count(id) > 0, relayed)
+                   : CompletionMarks{};
+    if (marks.stride != seen.completion_stride) {
+      job->block.set_completion_stride(marks.stride);
+      seen.completion_stride = marks.stride;
     }
-    const uint32_t poll_us = production && relayed ? kIdleGatingPollUs : 0;
+    const uint32_t poll_us = marks.poll_us;
     if (poll_us != seen.completion_poll_us) {
       job->block.set_completion_poll_us(poll_us);
       seen.completion_poll_us = poll_us;

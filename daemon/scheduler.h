@@ -42,6 +42,23 @@ inline constexpr uint32_t kIdleGatingStride = 4;
 inline constexpr uint32_t kIdleGatingPollUs = 250;
 inline constexpr std::chrono::microseconds kIdleRelayPeriod{250};
 
+// How a production job's completions are marked (stride) and published (poll period; 0: the
+// shim's default), given its launches in the last window, the stride in force, whether an
+// opportunistic job on its devices waits for it to be idle (`idle_gated`) and whether the policy
+// reads its busy time there (`measured`). Only an idle-gated neighbour needs the fine stride: it
+// is released the moment production's last kernel is done, and a burst's unmarked tail holds it
+// for the quiet time. Measuring busy time needs the frequent polls (a completion published late
+// is busy time that was not) but not the fine stride: a launch counts as busy when it is made,
+// and the load's stride still gives a window 16 marks or more. The concurrency budget measures
+// production in every period, so with a stride of 4 in all of them a launch-bound job recorded an
+// event every 4 launches for as long as an opportunistic job shared its GPU. Pure.
+struct CompletionMarks {
+  uint32_t stride = 0;
+  uint32_t poll_us = 0;
+};
+CompletionMarks completion_marks_for(uint64_t launches, uint32_t current, bool idle_gated,
+                                     bool measured);
+
 // The gates this daemon's shim carries out (policies::make_policy refuses a choice needing more).
 inline constexpr policies::Capabilities kShimCapabilities{.kernel_idle_gating = true};
 

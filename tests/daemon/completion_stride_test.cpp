@@ -24,3 +24,29 @@ TEST(CompletionStride, ChangesOnlyWhenFourTimesOff) {
 TEST(CompletionStride, AnIdleWindowKeepsTheStride) {
   EXPECT_EQ(completion_stride_for(0, 32), 32u);
 }
+
+using gpushare::daemon::completion_marks_for;
+using gpushare::daemon::kIdleGatingPollUs;
+using gpushare::daemon::kIdleGatingStride;
+
+TEST(CompletionMarks, FineOnlyBesideAnIdleGatedJob) {
+  // A launch-bound job (1,800 launches a window): marks every 4 launches only while a neighbour
+  // waits for it to be idle; measured alone, it keeps the load's stride and gets the fast polls.
+  const auto gated = completion_marks_for(1800, 32, /*idle_gated=*/true, /*measured=*/true);
+  EXPECT_EQ(gated.stride, kIdleGatingStride);
+  EXPECT_EQ(gated.poll_us, kIdleGatingPollUs);
+  const auto measured = completion_marks_for(1800, 32, /*idle_gated=*/false, /*measured=*/true);
+  EXPECT_EQ(measured.stride, 32u);
+  EXPECT_EQ(measured.poll_us, kIdleGatingPollUs);
+  const auto neither = completion_marks_for(1800, 32, false, false);
+  EXPECT_EQ(neither.stride, 32u);
+  EXPECT_EQ(neither.poll_us, 0u);  // the shim's default
+}
+
+TEST(CompletionMarks, BackToTheLoadsStrideOnceNoJobIsGated) {
+  // The stride set while a neighbour was gated (4) is left at once: 4 is 8x off the load's 32.
+  EXPECT_EQ(completion_marks_for(1800, kIdleGatingStride, false, true).stride, 32u);
+  // A job with few launches keeps its fine stride either way.
+  EXPECT_EQ(completion_marks_for(20, 1, true, true).stride, 1u);
+  EXPECT_EQ(completion_marks_for(20, 1, false, true).stride, 1u);
+}
