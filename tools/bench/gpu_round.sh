@@ -59,10 +59,43 @@ print(f"median without {statistics.median(off):,.0f}/s, with {statistics.median(
   kill $daemon; wait $daemon
 }
 
+launch_rate_beside() {
+  # The same add_ loop as production beside an idle opportunistic job under the budget
+  # (harvest concurrency=1: it measures production in every period), with each daemon build in
+  # .carry/bin named gpushared* (e.g. the installed one and a candidate), alternating, 5 runs each.
+  local tmp; tmp=$(mktemp -d); local pids=() names=() i=0 d
+  for d in "$carry"/bin/gpushared*; do
+    printf '{"socket": {"path": "%s"}, "production": [{"uid": 0}], "policy": {"default": "harvest", "parameters": {"harvest": {"kernel_gating": 1, "in_flight": 4, "concurrency": 1}}}, "tick_ms": 50}\n' \
+      "$tmp/s$i.sock" >"$tmp/c$i.json"
+    LD_LIBRARY_PATH=$carry/lib "$d" --config "$tmp/c$i.json" >"$out/launch-rate-beside-$i.log" 2>&1 &
+    pids+=($!); names+=("$(basename "$d")")
+    for _ in $(seq 50); do [ -S "$tmp/s$i.sock" ] && break; sleep 0.1; done
+    LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$tmp/s$i.sock GPUSHARE_PRIORITY=opportunistic GPUSHARE_QUIET=1 \
+      timeout 300 python3 -c 'import time, torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(290)' &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  sleep 15  # the opportunistic jobs registered and the budget rotating
+  for _ in $(seq 5); do
+    echo "{\"run\": \"no shim\", $(timeout 60 python3 tools/crosscheck/launch_rate.py | sed 's/^{//')"
+    for j in $(seq 0 $((i - 1))); do
+      echo "{\"run\": \"${names[$j]}\", $(LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$tmp/s$j.sock GPUSHARE_PRIORITY=production \
+        GPUSHARE_REQUIRE_DAEMON=1 GPUSHARE_QUIET=1 timeout 60 python3 tools/crosscheck/launch_rate.py | sed 's/^{//')"
+    done
+  done | tee "$out/launch-rate-beside.jsonl" | python3 -c '
+import json, statistics, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+for run in dict.fromkeys(r["run"] for r in rows):
+    v = [r["launches_per_s"] for r in rows if r["run"] == run]
+    print(f"{run}: median {statistics.median(v):,.0f}/s [{min(v):,.0f}-{max(v):,.0f}]")' | tee "$out/launch-rate-beside.txt"
+  kill "${pids[@]}" 2>/dev/null; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+}
+
 for part in "$@"; do
   echo "=== $part $(date -u +%T)" | tee -a "$out/log.txt"
   case $part in
     launch-rate) launch_rate ;;
+    launch-rate-beside) launch_rate_beside ;;
     s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" \
            "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" \
@@ -89,6 +122,27 @@ for part in "$@"; do
     # Rotation: three training jobs needing about twice what a 16 GiB capacity leaves after production.
     s7) bench 570 --scenario S7 --out "$out/s7" --capacity 16G --budget-s 520 "${G[@]}" \
           --gpushare-sim "$carry/bin/gpushare-sim" ;;
+    # Any pair of workloads (tools/bench/workloads.py names), for a check beyond the parts above:
+    #   s5:PROD:OPP:ON_S:OFF_S    e.g. s5:transformer_train_b16:resnet50_train_b32:2:0.5
+    #   s1:PROD:OPP               e.g. s1:transformer_train_b8:mobilenet_v2_train_b64
+    # The window holds at least three on/off periods (6-12 s).
+    s5:*:*:*:*)
+      IFS=: read -r _ prod opp on off <<<"$part"
+      window=$(python3 -c "print(min(12.0, max(6.0, 3 * ($on + $off))))")
+      bench 300 --scenario S5 --out "$out/s5-$prod-$opp-$on-$off" --prod "$prod" --opp "$opp" --window "$window" \
+        --reps "${REPS:-3}" --on-s "$on" --off-s "$off" --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s1:*:*)
+      IFS=: read -r _ prod opp <<<"$part"
+      bench 560 --scenario S1 --out "$out/s1-$prod-$opp" --prod "$prod" --opp "$opp" --window "${S1_WINDOW:-8}" \
+        --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" "${G[@]}" "${POLICIES[@]}" ;;
+    # Whether another MPS client slows production while it does nothing (tools/bench/mps_neighbour.py).
+    mps-neighbour:*:*)
+      IFS=: read -r _ prod opp <<<"$part"
+      timeout 300 python3 tools/bench/mps_neighbour.py --prod "$prod" --opp "$opp" --rounds "${REPS:-3}" \
+        --out "$out/mps-neighbour-$prod.json" 2>&1 | tee -a "$out/log.txt" ;;
+    # The interception cross-check (tools/crosscheck/run_gpu.sh): PyTorch, cuBLAS, cuDNN, CUDA
+    # graphs, CuPy, Triton, JAX and CUDA C++ counted against CUPTI, outputs bit for bit.
+    crosscheck) RATE_RUNS=${RATE_RUNS:-0} timeout 400 bash tools/crosscheck/run_gpu.sh "$carry/libgpushare.so" "$out/crosscheck" ;;
     *) echo "unknown part $part" ;;
   esac
   logs

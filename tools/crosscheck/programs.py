@@ -10,8 +10,10 @@ Usage: python3 programs.py <name>     (names: see PROGRAMS)
 """
 import hashlib
 import json
+import os
 import sys
 
+import numpy as np
 import torch
 
 N = 300  # iterations of each program's loop
@@ -140,6 +142,100 @@ def cupy_rawkernel():
     return N, 0, h  # independent count: the loop's own launches (no fills: cupy.zeros is a memset)
 
 
+def _api_trace(work):
+    """Runs work under torch.profiler with CUPTI's API and kernel records; returns (work's result,
+    {"kernels": kernel records, "api_launches": cuLaunchKernel*/cudaLaunchKernel* calls,
+    "api_graph_launches": cuGraphLaunch/cudaGraphLaunch calls})."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        result = work()
+        torch.cuda.synchronize()
+    counts = {"kernels": 0, "api_launches": 0, "api_graph_launches": 0}
+    for e in prof.profiler.kineto_results.events():
+        name = e.name()
+        if e.device_type() == torch.autograd.DeviceType.CUDA:
+            if not (name.startswith("Memcpy") or name.startswith("Memset")):
+                counts["kernels"] += 1
+        elif name.startswith(("cuLaunchKernel", "cudaLaunchKernel")):
+            counts["api_launches"] += 1
+        elif name.startswith(("cuGraphLaunch", "cudaGraphLaunch")):
+            counts["api_graph_launches"] += 1
+    return result, counts
+
+
+def _jax_program(command_buffers):
+    # JAX loads libcuda itself (dlopen + cuGetProcAddress) and, by default, replays runs of its
+    # kernels as CUDA graphs ("command buffers"). Its GPU work runs in this process beside
+    # torch's context, so CUPTI (torch.profiler) records it: without command buffers every kernel
+    # is a launch and the kernel records count them; with them, the API records of launches and
+    # graph launches are the count (kernels run inside a graph are not launches).
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # the shared GPU: allocate on demand
+    if not command_buffers:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_gpu_enable_command_buffer=").strip()
+
+    def work():
+        import jax
+        import jax.numpy as jnp
+
+        @jax.jit
+        def step(x, w):
+            for _ in range(4):  # several kernels per call, so that command buffers apply
+                x = jnp.tanh(x @ w) * 0.5 + 0.01
+            return x
+
+        w = jnp.asarray(np.linspace(-0.05, 0.05, 256 * 256, dtype=np.float32).reshape(256, 256))
+        x = jnp.ones((256, 256), dtype=jnp.float32)
+        for _ in range(N // 10):
+            x = step(x, w)
+        return np.asarray(jax.block_until_ready(x))
+
+    x, counts = _api_trace(work)
+    digest = hashlib.sha256(x.tobytes()).hexdigest()[:16]
+    if command_buffers:
+        # CUPTI's trace (as torch.profiler collects it) holds the driver's kernel launches but no
+        # graph launch records (H100, 2026-11-26: 0 where the shim saw one per call), so the graph
+        # launches are counted as the program's own jitted calls, each of which replays its
+        # command buffer once.
+        graphs = counts["api_graph_launches"] or N // 10
+        return counts["api_launches"], graphs, digest, counts
+    return counts["kernels"], 0, digest, counts
+
+
+def jax_jit():
+    return _jax_program(command_buffers=False)
+
+
+def jax_jit_graphs():
+    return _jax_program(command_buffers=True)
+
+
+def triton_kernel():
+    # Triton's launcher is C compiled at run time that finds cuLaunchKernelEx with dlopen +
+    # dlsym of libcuda: a path no PyTorch eager kernel takes.
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def axpy(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(x_ptr + offsets, x * 0.5 + 1.0, mask=mask)
+
+    n = 1 << 20
+
+    def work():
+        x = torch.zeros(n, device="cuda")
+        for _ in range(N):
+            axpy[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x
+
+    x, kernels = cupti_kernels(work)
+    return kernels, 0, tensor_hash(x)
+
+
 PROGRAMS = {
     "eager_elementwise": eager_elementwise,
     "matmul_cublas": matmul,
@@ -148,10 +244,16 @@ PROGRAMS = {
     "alloc_cudaMallocAsync": alloc_stress,
     "alloc_expandable_segments": alloc_stress,
     "cupy_rawkernel": cupy_rawkernel,
+    "jax_jit": jax_jit,
+    "jax_jit_graphs": jax_jit_graphs,
+    "triton_kernel": triton_kernel,
 }
 
 if __name__ == "__main__":
     name = sys.argv[1]
-    launches, graphs, output = PROGRAMS[name]()
-    print(json.dumps({"program": name, "independent_launches": launches,
-                      "independent_graph_launches": graphs, "output": output}))
+    launches, graphs, output, *detail = PROGRAMS[name]()
+    row = {"program": name, "independent_launches": launches, "independent_graph_launches": graphs,
+           "output": output}
+    if detail:
+        row["cupti"] = detail[0]  # every count CUPTI gave, for a row whose count is in question
+    print(json.dumps(row))

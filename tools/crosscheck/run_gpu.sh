@@ -30,13 +30,15 @@ try:
                unmatched=r["interception"]["proc_address_unmatched"],
                by_entry_point={k: v for k, v in r["launches"]["by_entry_point"].items() if v})
     row["equal"] = row["independent"] == row["shim"] and row["independent_graphs"] == row["shim_graphs"]
+    if "cupti" in s:
+        row["cupti"] = s["cupti"]
 except Exception as e:  # a broken run is a row that says why
     row["error"] = f"{type(e).__name__}: {e}; plain={plain[:200]!r} shim={shimmed[:200]!r}"
 print(json.dumps(row))
 PY
 }
 
-for p in eager_elementwise matmul_cublas conv_cudnn cuda_graph cupy_rawkernel; do
+for p in eager_elementwise matmul_cublas conv_cudnn cuda_graph cupy_rawkernel triton_kernel jax_jit jax_jit_graphs; do
   run_pair "$p" -- python3 "$here/programs.py" "$p"
 done
 run_pair alloc_cudaMallocAsync PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
@@ -53,9 +55,9 @@ else
   echo '{"program": "runtime_*_cudart", "error": "nvcc failed, see nvcc.err"}' >>"$results"
 fi
 
-# Launch-rate overhead: alternate runs without and with the shim.
+# Launch-rate overhead: alternate runs without and with the shim (RATE_RUNS pairs, default 10).
 rates=$out/launch_rate.jsonl; : >"$rates"
-for i in 1 2 3 4 5 6 7 8 9 10; do
+for _ in $(seq "${RATE_RUNS:-10}"); do
   echo "{\"shim\": false, $(python3 "$here/launch_rate.py" | sed 's/^{//')" >>"$rates"
   echo "{\"shim\": true, $(LD_PRELOAD="$shim" python3 "$here/launch_rate.py" | sed 's/^{//')" >>"$rates"
 done
@@ -71,7 +73,13 @@ for r in rows:
     print(f"| {r['program']} | {r['independent']} | {r['shim']} | {r['independent_graphs']}/{r['shim_graphs']} | "
           f"{'yes' if r['equal'] else 'NO'} | {'yes' if r['output_identical'] else 'NO'} | "
           f"{', '.join(f'{k} {v}' for k, v in r['alloc_paths'].items())} |")
+for r in rows:
+    if "cupti" in r:
+        print(f"\n{r['program']}: CUPTI counted {r['cupti']}; the shim's launches by entry point "
+              f"{r.get('by_entry_point')}")
 rates = [json.loads(l) for l in open(sys.argv[2])]
+if not rates:
+    sys.exit(0)
 off = [r["launches_per_s"] for r in rates if not r["shim"]]
 on = [r["launches_per_s"] for r in rates if r["shim"]]
 print()
