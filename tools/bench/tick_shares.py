@@ -8,22 +8,31 @@ call*-logs.tgz in the current folder):
   - of those, the share where the opportunistic gate was (paused), (gated) or neither (= beside);
   - the same shares over idle ticks (production launched nothing while an O job was there);
   - the last "budget ..." text of the log (each mode's cost±error/gain:share), and the last one
-    whose costs are all measured (no "?").
+    whose costs are all measured (no "?");
+  - production's speed in each mode: kernels completed per ms it had work in flight, the median
+    over windows in flight at least 90 % of the window, leaving out each mode's first window (the
+    one the mode changed in). Beside a launch-bound job (2026-11-26, §4m) the budget's costs and
+    these medians disagreed in some runs; this is what showed it.
 Usage: python3 tools/bench/tick_shares.py [archive.tgz ...]  (prints a markdown table)
   e.g. python3 tools/bench/tick_shares.py docs/bench-results/2026-11-26-e/*-logs.tgz
 """
 import glob
 import os
 import re
+import statistics
 import sys
 import tarfile
 
 TOKEN = re.compile(r"job(\d+):([PO]):(\d+)l/(\d+)w(\S*)")
+WINDOW = re.compile(r" window=(\d+)us")
+SPEED = re.compile(r"/(\d+)c->[^/]*/(\d+)us-busy")
 
 
 def analyse(text):
     busy = {"paused": 0, "gated": 0, "beside": 0}
     idle = {"paused": 0, "gated": 0, "beside": 0}
+    speeds = {"paused": [], "gated": [], "beside": []}
+    previous = None  # the opportunistic gate of the last tick
     last_budget = last_measured = None
     for line in text.splitlines():
         if " tick device=" not in line:
@@ -39,11 +48,19 @@ def analyse(text):
         if not prods or not opps:
             continue
         is_busy = any(int(t[2]) > 0 for t in prods)
+        state = None
         for t in opps:
             rest = t[4]
             state = "paused" if "(paused)" in rest else "gated" if "(gated)" in rest else "beside"
             (busy if is_busy else idle)[state] += 1
-    return busy, idle, last_budget, last_measured
+        window = WINDOW.search(line)
+        speed = SPEED.search(prods[0][4]) if len(prods) == 1 else None
+        if window and speed and state == previous:
+            done, in_flight_us = int(speed.group(1)), int(speed.group(2))
+            if in_flight_us >= 0.9 * int(window.group(1)):
+                speeds[state].append(done / (in_flight_us / 1000))
+        previous = state
+    return busy, idle, last_budget, last_measured, speeds
 
 
 def shares(d):
@@ -57,8 +74,9 @@ def main(paths):
     if not paths:
         paths = sorted(glob.glob("call*-logs.tgz"))
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
-          "| idle ticks | paused / gated / beside (prod idle) | last budget line | last fully measured budget |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| idle ticks | paused / gated / beside (prod idle) | prod kernels/ms paused / gated / beside "
+          "(windows) | last budget line | last fully measured budget |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         with tarfile.open(path) as tar:
@@ -67,11 +85,13 @@ def main(paths):
                 if not (name.startswith("gpushared-") and name.endswith(".log")):
                     continue
                 text = tar.extractfile(m).read().decode("utf-8", "replace")
-                busy, idle, last, measured = analyse(text)
+                busy, idle, last, measured, speeds = analyse(text)
                 policy = name[len("gpushared-"):-len(".log")]
                 nb, sb = shares(busy)
                 ni, si = shares(idle)
-                print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | "
+                sp = " / ".join(f"{statistics.median(v):.1f} ({len(v)})" if v else "–"
+                                for v in (speeds[k] for k in ("paused", "gated", "beside")))
+                print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | "
                       f"{last or '(none)'} | {measured or '(none)'} |")
 
 
