@@ -16,6 +16,7 @@ from gpushare_hook import Gpushare, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
+import tick_shares  # noqa: E402
 
 
 class Statistics(unittest.TestCase):
@@ -86,6 +87,30 @@ class Reaction(unittest.TestCase):
     def test_no_edge_when_the_job_never_gives_way(self):
         out = reaction([9.5, 9.5, 10, 10], on_s=0.1, bin_s=0.05, iso_rate=10)  # under 10 % apart
         self.assertIsNone(out["give_way_ms"])
+
+
+class TickLog(unittest.TestCase):
+    @staticmethod
+    def tick(gate, done, in_flight_us, launched=1000):
+        return (f"2026-11-26 11:54:28.284 gpushared trace: tick device=1 window=50000us "
+                f"job1:P:{launched}l/0w/{done}c->inf/{in_flight_us}us-busy job2:O:900l/0w->inf{gate}/q150 "
+                "budget gated=0.010±0.030/4:0.05 beside=0.070±0.030/970:0.90")
+
+    def test_speeds_by_mode_leave_out_each_modes_first_window_and_short_ones(self):
+        lines = [self.tick("(paused)", 1000, 50000),   # first of its mode: left out
+                 self.tick("(paused)", 1600, 50000),   # 32 kernels/ms
+                 self.tick("(paused)", 1500, 50000),   # 30
+                 self.tick("", 1300, 50000),           # beside, first: left out
+                 self.tick("", 1250, 50000),           # 25
+                 self.tick("", 600, 20000),            # in flight 40 % of the window: left out
+                 self.tick("(gated)", 5, 1000, launched=0)]  # production idle
+        busy, idle, last, measured, speeds = tick_shares.analyse("\n".join(lines))
+        self.assertEqual(busy, {"paused": 3, "gated": 0, "beside": 3})
+        self.assertEqual(idle, {"paused": 0, "gated": 1, "beside": 0})
+        self.assertEqual(speeds["paused"], [32.0, 30.0])
+        self.assertEqual(speeds["beside"], [25.0])
+        self.assertEqual(speeds["gated"], [])
+        self.assertTrue(measured.startswith("budget gated=0.010"))
 
 
 class MemoryScenario(unittest.TestCase):
