@@ -33,47 +33,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# A child process: builds the workload and, on each "run W" line, runs a closed loop of W seconds
-# (two iterations in flight, as the harness's training workers) and answers its iterations per
-# second; with --loop it runs the loop until killed (the busy neighbour); with --idle it holds a
-# context and sleeps (the idle neighbour).
-CHILD = r"""
-import sys, time
-sys.path.insert(0, sys.argv[1])
-import torch
-import workloads
-mode, name = sys.argv[2], sys.argv[3]
-if mode == "idle":
-    torch.zeros(1 << 20, device="cuda"); torch.cuda.synchronize()
-    print("ready", flush=True)
-    while True:
-        time.sleep(1)
-job = workloads.Job(workloads.parse(name))
-for _ in range(5):
-    job.step()
-job.wait_idle()
-print("ready", flush=True)
-def loop(seconds):
-    events, done, start = [], 0, time.time()
-    while time.time() - start < seconds:
-        job.step(); events.append(job.record())
-        if len(events) > 2:
-            ev = events.pop(0); done += 1
-            if ev is not None:  # None: the `sleep` workload (a dry run without a GPU)
-                ev.synchronize()
-    job.wait_idle()
-    return (done + len(events)) / (time.time() - start)
-if mode == "loop":
-    while True:
-        loop(3600)
-for line in sys.stdin:
-    print(f"{loop(float(line.split()[1])):.3f}", flush=True)
-"""
+# Each process runs mps_neighbour_child.py in a fresh interpreter, its substrate set by its
+# environment before CUDA starts.
+CHILD = os.path.join(HERE, "mps_neighbour_child.py")
 
 
 class Child:
     def __init__(self, mode, name, env):
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, HERE, mode, name], env=env,
+        self.proc = subprocess.Popen([sys.executable, CHILD, mode, name], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
