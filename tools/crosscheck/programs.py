@@ -28,20 +28,31 @@ def tensor_hash(*tensors):
 
 def cupti_kernels(fn):
     """Runs fn under torch.profiler; returns (fn's result, kernels CUPTI recorded)."""
+    result, counts = api_trace(fn)
+    return result, counts["kernels"]
+
+
+def api_trace(work):
+    """Runs work under torch.profiler with CUPTI's API and kernel records; returns (work's result,
+    {"kernels": kernel records (copies and memsets are no kernel launches), "api_launches":
+    cuLaunchKernel*/cudaLaunchKernel* calls, "api_graph_launches": cuGraphLaunch/cudaGraphLaunch
+    calls})."""
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        result = fn()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        result = work()
         torch.cuda.synchronize()
-    kernels = 0
+    counts = {"kernels": 0, "api_launches": 0, "api_graph_launches": 0}
     for e in prof.profiler.kineto_results.events():
-        if e.device_type() != torch.autograd.DeviceType.CUDA:
-            continue
         name = e.name()
-        if name.startswith("Memcpy") or name.startswith("Memset"):
-            continue  # copies and memsets are no kernel launches
-        kernels += 1
-    return result, kernels
+        if e.device_type() == torch.autograd.DeviceType.CUDA:
+            if not (name.startswith("Memcpy") or name.startswith("Memset")):
+                counts["kernels"] += 1
+        elif name.startswith(("cuLaunchKernel", "cudaLaunchKernel")):
+            counts["api_launches"] += 1
+        elif name.startswith(("cuGraphLaunch", "cudaGraphLaunch")):
+            counts["api_graph_launches"] += 1
+    return result, counts
 
 
 def eager_elementwise():
@@ -85,8 +96,7 @@ def cuda_graph():
     # run as such, so CUPTI's kernel records cannot count them. The independent count here is
     # CUPTI's trace of the launch API calls (cudaLaunchKernel*/cuLaunchKernel*) and of
     # cudaGraphLaunch, over the whole program: warm-up, capture and replays.
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    def work():
         x = torch.zeros(1 << 16, device="cuda")
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -100,17 +110,9 @@ def cuda_graph():
                 x.mul_(1.001).add_(1.0)
         for _ in range(N // 10):
             graph.replay()
-        torch.cuda.synchronize()
-    launches = graphs = 0
-    for e in prof.profiler.kineto_results.events():
-        if e.device_type() == torch.autograd.DeviceType.CUDA:
-            continue
-        name = e.name()
-        if name.startswith("cudaLaunchKernel") or name.startswith("cuLaunchKernel"):
-            launches += 1
-        elif name.startswith("cudaGraphLaunch"):
-            graphs += 1
-    return launches, graphs, tensor_hash(x)
+        return x
+    x, counts = api_trace(work)
+    return counts["api_launches"], counts["api_graph_launches"], tensor_hash(x)
 
 
 def alloc_stress():
@@ -142,27 +144,6 @@ def cupy_rawkernel():
     return N, 0, h  # independent count: the loop's own launches (no fills: cupy.zeros is a memset)
 
 
-def _api_trace(work):
-    """Runs work under torch.profiler with CUPTI's API and kernel records; returns (work's result,
-    {"kernels": kernel records, "api_launches": cuLaunchKernel*/cudaLaunchKernel* calls,
-    "api_graph_launches": cuGraphLaunch/cudaGraphLaunch calls})."""
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        result = work()
-        torch.cuda.synchronize()
-    counts = {"kernels": 0, "api_launches": 0, "api_graph_launches": 0}
-    for e in prof.profiler.kineto_results.events():
-        name = e.name()
-        if e.device_type() == torch.autograd.DeviceType.CUDA:
-            if not (name.startswith("Memcpy") or name.startswith("Memset")):
-                counts["kernels"] += 1
-        elif name.startswith(("cuLaunchKernel", "cudaLaunchKernel")):
-            counts["api_launches"] += 1
-        elif name.startswith(("cuGraphLaunch", "cudaGraphLaunch")):
-            counts["api_graph_launches"] += 1
-    return result, counts
-
 
 def _jax_program(command_buffers):
     # JAX loads libcuda itself (dlopen + cuGetProcAddress) and, by default, replays runs of its
@@ -191,7 +172,7 @@ def _jax_program(command_buffers):
             x = step(x, w)
         return np.asarray(jax.block_until_ready(x))
 
-    x, counts = _api_trace(work)
+    x, counts = api_trace(work)
     digest = hashlib.sha256(x.tobytes()).hexdigest()[:16]
     if command_buffers:
         # CUPTI's trace (as torch.profiler collects it) holds the driver's kernel launches but no
