@@ -97,6 +97,11 @@ const ParameterSpec kParameters[] = {
      "in proportion to the pairs missing (half of production's time with none), so that an early "
      "reading is measured again within seconds",
      true},
+    {"cost_samples", 16, 16, 256,
+     "with concurrency: differences between adjacent periods kept per pair of modes and "
+     "production job (and gains per mode): the memory every cost is measured over; more is "
+     "steadier and slower to follow a change of production's load",
+     true},
     {"warm_up_ms", 1500, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
@@ -145,11 +150,6 @@ constexpr uint32_t kLongIdleWindows = 10;
 // it halved beside's measured 25 % cost to 12 % +- 12 %, which passed as noise: beside ran 90 %
 // of production's busy time and production kept 0.82 (S5 saturating); in S1b they read a cost of
 // 14 % where the rest read 4 %. Hence warm_up_ms, 1.5 s by default.
-// Differences between adjacent periods kept per pair of modes (concurrency_budget.h): beside a
-// 5 % reference share, two paused-beside differences every 4 s of busy production, so a cost
-// follows a change of production's load within about half a minute.
-constexpr size_t kCostSamples = 16;
-
 // Where an opportunistic job ran in the last window, for its queue bound (queue_bound.h): while
 // production idled, beside busy production, or under another bound or none.
 enum class QueueState { idle, beside, other };
@@ -197,7 +197,7 @@ class HarvestPolicy final : public Policy {
                  .noise_margin = p.at("noise_margin"),
                  .reference_share = p.at("reference_share"),
                  .explore_share = kExploreShare,
-                 .samples = kCostSamples,
+                 .samples = static_cast<size_t>(p.at("cost_samples")),
                  .doubt_samples = p.at("doubt_samples")}) {}
 
   std::string_view name() const override { return "harvest"; }

@@ -335,6 +335,31 @@ TEST(ConcurrencyBudget, APeriodIsSetOnlyAgainstTheOneJustBefore) {
   EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.1, 1e-9);
 }
 
+// A cost is measured over the last `samples` differences of each pair: an older load is forgotten
+// after them, and a longer memory keeps it (harvest's cost_samples).
+TEST(ConcurrencyBudget, ACostRemembersItsLastSamplesDifferences) {
+  for (size_t memory : {size_t{16}, size_t{48}}) {
+    ConcurrencySettings s = settings();
+    s.samples = memory;
+    ConcurrencyBudget budget(s);
+    for (int i = 0; i < 40; ++i) {  // 80 paused-beside differences: beside costs 30 %...
+      period(budget, 1, RunMode::paused, 1000);
+      period(budget, 1, RunMode::beside, 700);
+    }
+    for (int i = 0; i < 10; ++i) {  // ...then 20 more at no cost
+      period(budget, 1, RunMode::paused, 1000);
+      period(budget, 1, RunMode::beside, 1000);
+    }
+    const ModeMeasures m = budget.measures();
+    ASSERT_TRUE(m.cost[kBeside]);
+    EXPECT_DOUBLE_EQ(m.cost[kBeside]->samples, static_cast<double>(memory)) << memory;
+    // 16: recent differences alone; 48: 29 at log(0.7) among them (the 28 last of the costly
+    // load and the first free paused period set against its last costly beside one).
+    const double expected = memory == 16 ? 0 : 1 - std::exp(29 * std::log(0.7) / 48);
+    EXPECT_NEAR(m.cost[kBeside]->harm, expected, 1e-9) << memory;
+  }
+}
+
 TEST(ConcurrencyBudget, AWindowWithoutWorkOrBusyTimeSaysNothing) {
   ConcurrencyBudget budget(settings());
   for (int i = 0; i < 3; ++i) {

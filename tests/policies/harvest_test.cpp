@@ -117,6 +117,11 @@ TEST(Harvest, ALimitThatNoLongerHoldsIsLifted) {
 TEST(Harvest, IsTheRegistrysAndTakesItsParameters) {
   EXPECT_TRUE(make_policy("harvest", {{"target", 0.9}, {"in_flight", 4}}).policy);
   EXPECT_NE(make_policy("harvest", {{"target", 2}}).error.find("out of range"), std::string::npos);
+  EXPECT_TRUE(make_policy("harvest", {{"concurrency", 2}, {"cost_samples", 48}}).policy);
+  // Fewer than doubt_samples' largest value (16) would leave a doubt never lifted.
+  const std::string refused = make_policy("harvest", {{"cost_samples", 8}}).error;
+  EXPECT_NE(refused.find("cost_samples"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("out of range"), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -29,7 +29,12 @@ read -ra s3_policies <<<"${S3_POLICIES:-${policies[*]}}"
 # Read here and not passed on: a worker's shim warns of every GPUSHARE_ variable it does not know.
 unset GPUSHARE_POLICIES S3_POLICIES
 POLICIES=(--gpushare-policy "${policies[@]}")
-bench() { timeout "$1" python3 tools/bench/run.py "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
+# Each lane of gpu_lanes.sh shuffles its rows in an order of its own (the seed is the lane's GPU
+# index), so that no row meets the other lanes' load in the same way on every lane: with one order
+# everywhere, two lanes of the same pair (2026-11-26, four-GPU host) ran their isolated
+# transformer_train_b16 rows at 11.2 ms per step in two repetitions of three, where every other
+# row of theirs, and that row in the third repetition, took 14-16 ms.
+bench() { timeout "$1" python3 tools/bench/run.py --seed "${BENCH_GPU_INDEX:-0}" "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
 # The daemons' logs of a part in one archive (their names hold ':' and '@', which the GPU
 # machine does not return).
 # A part without daemon logs (crosscheck, launch-rate) leaves none: that is no failure (2026-11-26: a
@@ -43,37 +48,43 @@ logs() {
   return 0
 }
 
-# The launch-rate checks: a gpushared for them, its socket ready (its pid in rate_daemon_pid), with
-# the harvest parameters given as JSON (default: none).
-start_rate_daemon() {  # daemon binary, socket, log, [harvest parameters]
-  printf '{"socket": {"path": "%s"}, "production": [{"uid": 0}], "policy": {"default": "harvest", "parameters": {"harvest": %s}}, "tick_ms": 50}\n' \
-    "$2" "${4:-"{}"}" >"$2.json"
+# The launch-rate and solo-cost checks: a gpushared for them, its socket ready (its pid in
+# rate_daemon_pid), with the policy's parameters given as JSON (default: none) and the policy
+# (default: harvest).
+start_rate_daemon() {  # daemon binary, socket, log, [parameters], [policy]
+  printf '{"socket": {"path": "%s"}, "production": [{"uid": 0}], "policy": {"default": "%s", "parameters": {"%s": %s}}, "tick_ms": 50}\n' \
+    "$2" "${5:-harvest}" "${5:-harvest}" "${4:-"{}"}" >"$2.json"
   LD_LIBRARY_PATH=$carry/lib "$1" --config "$2.json" >"$3" 2>&1 &
   rate_daemon_pid=$!
   for _ in $(seq 50); do [ -S "$2" ] && break; sleep 0.1; done
 }
-# One run of the PyTorch add_ loop as a JSON line labelled `run`: without the shim, or as a
-# production job of the daemon at the socket given.
-rate_run() {  # label, [socket]
-  local line
-  if [ -z "${2:-}" ]; then
-    line=$(timeout 60 python3 tools/crosscheck/launch_rate.py)
+# One run of a program printing one JSON line (default: the PyTorch add_ loop), as a JSON line
+# labelled `run`: without the shim (socket ""), or as a production job of the daemon at the socket.
+rate_run() {  # label, [socket], [command...]
+  local label=$1 socket=${2:-} line
+  shift; shift || true
+  [ "$#" -gt 0 ] || set -- python3 tools/crosscheck/launch_rate.py
+  if [ -z "$socket" ]; then
+    line=$(timeout 60 "$@")
   else
-    line=$(LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$2 GPUSHARE_PRIORITY=production \
-      GPUSHARE_REQUIRE_DAEMON=1 GPUSHARE_QUIET=1 timeout 60 python3 tools/crosscheck/launch_rate.py)
+    line=$(LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$socket GPUSHARE_PRIORITY=production \
+      GPUSHARE_REQUIRE_DAEMON=1 GPUSHARE_QUIET=1 timeout 60 "$@")
   fi
-  echo "{\"run\": \"$1\", ${line#\{}"
+  echo "{\"run\": \"$label\", ${line#\{}"
 }
-# Each run's median [min-max] and its ratio to the first run's median.
-rate_summary() {
+# Each run's median [min-max] of the field given (default launches_per_s) and its ratio to the
+# first run's median.
+rate_summary() {  # [field]
   python3 -c '
 import json, statistics, sys
+key = sys.argv[1]
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 runs = list(dict.fromkeys(r["run"] for r in rows))
-med = {run: statistics.median(r["launches_per_s"] for r in rows if r["run"] == run) for run in runs}
+med = {run: statistics.median(r[key] for r in rows if r["run"] == run) for run in runs}
 for run in runs:
-    v = [r["launches_per_s"] for r in rows if r["run"] == run]
-    print(f"{run}: median {med[run]:,.0f}/s [{min(v):,.0f}-{max(v):,.0f}], {med[run] / med[runs[0]]:.3f} of {runs[0]}")'
+    v = [r[key] for r in rows if r["run"] == run]
+    print(f"{run}: {key} median {med[run]:,.1f} [{min(v):,.1f}-{max(v):,.1f}], {med[run] / med[runs[0]]:.3f} of {runs[0]}")' \
+    "${1:-launches_per_s}"
 }
 
 launch_rate() {
@@ -98,9 +109,8 @@ launch_rate_beside() {
     start_rate_daemon "$d" "$tmp/s$i.sock" "$out/launch-rate-beside-$i.log" \
       '{"kernel_gating": 1, "in_flight": 4, "concurrency": 1}'
     pids+=("$rate_daemon_pid"); names+=("$(basename "$d")")
-    LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$tmp/s$i.sock GPUSHARE_PRIORITY=opportunistic GPUSHARE_QUIET=1 \
-      timeout 300 python3 -c 'import time, torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(290)' &
-    pids+=($!)
+    idle_opportunistic "$tmp/s$i.sock"
+    pids+=("$idle_pid")
     i=$((i + 1))
   done
   sleep 15  # the opportunistic jobs registered and the budget rotating
@@ -110,6 +120,39 @@ launch_rate_beside() {
   done | tee "$out/launch-rate-beside.jsonl" | rate_summary | tee "$out/launch-rate-beside.txt"
   kill "${pids[@]}" 2>/dev/null; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   return 0  # the stopped jobs' statuses are no failure of the check
+}
+
+# An opportunistic job of the daemon at the socket given that registers and then does nothing for
+# 290 s (the budget then measures production in every period); its pid in idle_pid.
+idle_opportunistic() {  # socket
+  LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$1 GPUSHARE_PRIORITY=opportunistic GPUSHARE_QUIET=1 \
+    timeout 300 python3 -c 'import time, torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(290)' &
+  idle_pid=$!
+}
+
+solo_cost() {  # workload
+  # What the shim costs a workload alone (its iterations per second, tools/bench/solo_rate.py):
+  # without the shim; as a production job under `priority` (hooks and registration, no signal);
+  # under the installed harvest alone; and under it beside an idle opportunistic job (the budget
+  # measuring: completion marks and fast polls). No MPS. Alternating, SOLO_ROUNDS runs each.
+  local tmp; tmp=$(mktemp -d); local pids=() run=(python3 tools/bench/solo_rate.py --workload "$1" --seconds 5 --warmup-s 2)
+  local harvest='{"kernel_gating": 1, "in_flight": 4, "concurrency": 2}'
+  start_rate_daemon "$carry/bin/gpushared" "$tmp/p.sock" "$out/solo-cost-$1-priority.log" '{}' priority
+  pids+=("$rate_daemon_pid")
+  start_rate_daemon "$carry/bin/gpushared" "$tmp/h.sock" "$out/solo-cost-$1-harvest.log" "$harvest"
+  pids+=("$rate_daemon_pid")
+  start_rate_daemon "$carry/bin/gpushared" "$tmp/b.sock" "$out/solo-cost-$1-beside.log" "$harvest"
+  idle_opportunistic "$tmp/b.sock"
+  pids+=("$rate_daemon_pid" "$idle_pid")
+  sleep 10  # the opportunistic job registered
+  for _ in $(seq "${SOLO_ROUNDS:-3}"); do
+    rate_run "no shim" "" "${run[@]}"
+    rate_run "priority" "$tmp/p.sock" "${run[@]}"
+    rate_run "harvest alone" "$tmp/h.sock" "${run[@]}"
+    rate_run "harvest beside an idle opportunistic job" "$tmp/b.sock" "${run[@]}"
+  done | tee "$out/solo-cost-$1.jsonl" | rate_summary it_per_s | tee "$out/solo-cost-$1.txt"
+  kill "${pids[@]}" 2>/dev/null; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  return 0
 }
 
 for part in "$@"; do
@@ -156,6 +199,8 @@ for part in "$@"; do
       IFS=: read -r _ prod opp <<<"$part"
       bench 560 --scenario S1 --out "$out/s1-$prod-$opp" --prod "$prod" --opp "$opp" --window "${S1_WINDOW:-8}" \
         --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" "${G[@]}" "${POLICIES[@]}" ;;
+    # What the shim costs a workload alone, by policy (solo_cost above).
+    solo-cost:*) solo_cost "${part#solo-cost:}" ;;
     # Whether another MPS client slows production while it does nothing (tools/bench/mps_neighbour.py).
     mps-neighbour:*:*)
       IFS=: read -r _ prod opp <<<"$part"
