@@ -100,24 +100,25 @@ launch_rate() {
   kill "$daemon"; wait "$daemon"
 }
 
-launch_rate_beside() {
-  # The same add_ loop as production beside an idle opportunistic job under the budget
-  # (harvest concurrency=1: it measures production in every period), with each daemon build in
-  # .carry/bin named gpushared* (e.g. the installed one and a candidate), alternating, 5 runs each.
+# A program (default: the add_ loop) as production beside an idle opportunistic job, under each
+# daemon build in .carry/bin named gpushared* (e.g. the installed one and candidates) with the
+# harvest parameters given, against the program without the shim; alternating, ROUNDS runs each.
+# Results: $out/NAME.jsonl and NAME.txt, summarised by FIELD.
+beside_by_build() {  # harvest parameters, name, field, [command...]
+  local params=$1 name=$2 field=$3; shift 3
   local tmp; tmp=$(mktemp -d); local pids=() names=() i=0 d j
   for d in "$carry"/bin/gpushared*; do
-    start_rate_daemon "$d" "$tmp/s$i.sock" "$out/launch-rate-beside-$i.log" \
-      '{"kernel_gating": 1, "in_flight": 4, "concurrency": 1}'
+    start_rate_daemon "$d" "$tmp/s$i.sock" "$out/$name-$i.log" "$params"
     pids+=("$rate_daemon_pid"); names+=("$(basename "$d")")
     idle_opportunistic "$tmp/s$i.sock"
     pids+=("$idle_pid")
     i=$((i + 1))
   done
   sleep 15  # the opportunistic jobs registered and the budget rotating
-  for _ in $(seq 5); do
-    rate_run "no shim"
-    for j in $(seq 0 $((i - 1))); do rate_run "${names[$j]}" "$tmp/s$j.sock"; done
-  done | tee "$out/launch-rate-beside.jsonl" | rate_summary | tee "$out/launch-rate-beside.txt"
+  for _ in $(seq "${ROUNDS:-5}"); do
+    rate_run "no shim" "" "$@"
+    for j in $(seq 0 $((i - 1))); do rate_run "${names[$j]}" "$tmp/s$j.sock" "$@"; done
+  done | tee "$out/$name.jsonl" | rate_summary "$field" | tee "$out/$name.txt"
   kill "${pids[@]}" 2>/dev/null; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   return 0  # the stopped jobs' statuses are no failure of the check
 }
@@ -134,7 +135,7 @@ solo_cost() {  # workload
   # What the shim costs a workload alone (its iterations per second, tools/bench/solo_rate.py):
   # without the shim; as a production job under `priority` (hooks and registration, no signal);
   # under the installed harvest alone; and under it beside an idle opportunistic job (the budget
-  # measuring: completion marks and fast polls). No MPS. Alternating, SOLO_ROUNDS runs each.
+  # measuring: completion marks and fast polls). No MPS. Alternating, ROUNDS runs each (default 3).
   local tmp; tmp=$(mktemp -d); local pids=() run=(python3 tools/bench/solo_rate.py --workload "$1" --seconds 5 --warmup-s 2)
   local harvest='{"kernel_gating": 1, "in_flight": 4, "concurrency": 2}'
   start_rate_daemon "$carry/bin/gpushared" "$tmp/p.sock" "$out/solo-cost-$1-priority.log" '{}' priority
@@ -145,7 +146,7 @@ solo_cost() {  # workload
   idle_opportunistic "$tmp/b.sock"
   pids+=("$rate_daemon_pid" "$idle_pid")
   sleep 10  # the opportunistic job registered
-  for _ in $(seq "${SOLO_ROUNDS:-3}"); do
+  for _ in $(seq "${ROUNDS:-3}"); do
     rate_run "no shim" "" "${run[@]}"
     rate_run "priority" "$tmp/p.sock" "${run[@]}"
     rate_run "harvest alone" "$tmp/h.sock" "${run[@]}"
@@ -159,7 +160,15 @@ for part in "$@"; do
   echo "=== $part $(date -u +%T)" | tee -a "$out/log.txt"
   case $part in
     launch-rate) launch_rate ;;
-    launch-rate-beside) launch_rate_beside ;;
+    # The add_ loop beside an idle opportunistic job under the budget (harvest concurrency=1: it
+    # measures production in every period), by daemon build.
+    launch-rate-beside) beside_by_build '{"kernel_gating": 1, "in_flight": 4, "concurrency": 1}' \
+                          launch-rate-beside launches_per_s ;;
+    # A workload beside an idle opportunistic job under the installed harvest (no MPS: kernel
+    # gating, production's completion marks every 4 launches), by daemon build.
+    solo-cost-builds:*) beside_by_build '{"kernel_gating": 1, "in_flight": 4, "concurrency": 2}' \
+          "solo-cost-builds-${part#solo-cost-builds:}" it_per_s \
+          python3 tools/bench/solo_rate.py --workload "${part#solo-cost-builds:}" --seconds 5 --warmup-s 2 ;;
     s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" \
            "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" \
