@@ -1,5 +1,6 @@
-"""Runs the harness's S1 on the no-GPU "sleep" workload and checks the table it writes, and that
-it leaves no gpushared behind, whether it passes or fails."""
+"""Runs the harness's S1 on the no-GPU "sleep" workload and checks the table it writes, that each
+repetition's gpushare row ran under a daemon of its own (--fresh-gpushare), and that it leaves no
+gpushared behind, whether it passes or fails."""
 import json
 import os
 import signal
@@ -30,7 +31,8 @@ problems = []
 with tempfile.TemporaryDirectory() as out:
     cmd = [sys.executable, run_py, "--scenario", "S1", "--out", out, "--window", "1", "--reps", "2",
            "--prod", "sleep_train_b1", "--opp", "sleep_train_b1", "--shim", shim,
-           "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs"]
+           "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs",
+           "--fresh-gpushare"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     except subprocess.TimeoutExpired as e:
@@ -60,6 +62,15 @@ with tempfile.TemporaryDirectory() as out:
         control = rows.get("isolated-prod-gs", {})
         if control.get("status") != "ok" or not control.get("prod_nt"):
             problems.append(f"isolated-prod-gs should be measured: {control}")
+        # --fresh-gpushare: the second repetition ran under a daemon of its own, with jobs of its own.
+        logs = os.path.join(out, "logs")
+        for name in ("gpushared-tgs.log", "gpushared-tgs-rep1.log"):
+            if not os.path.exists(os.path.join(logs, name)):
+                problems.append(f"no daemon log {name}: {sorted(os.listdir(logs))}")
+        # (the sleep workload makes no CUDA call, so its jobs never register: their restart shows
+        # in the harness's own report)
+        if "started 2 workers" not in r.stdout:
+            problems.append(f"the gpushare row's two jobs should start again:\n{r.stdout[-2000:]}")
         table = open(os.path.join(out, "S1.md")).read()
         if "| time-slicing |" not in table:
             problems.append("S1.md lacks the time-slicing row")

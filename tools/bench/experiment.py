@@ -35,6 +35,7 @@ class Experiment:
         self.windows = []  # every window, measured or not, in the order run
         self.notes = []
         self.gpushare = None  # a gpushare_hook.Gpushare when the scenario has gpushare rows
+        self.gpushare_specs = []  # its rows' workers (WorkerSpec), restarted by --fresh-gpushare
 
     def remaining_s(self):
         return self.deadline - time.time()
@@ -62,6 +63,8 @@ class Experiment:
     def run_reps(self, units, reps, on_result=None):
         """Every unit once per repetition, shuffled per repetition (seeded, so reruns match)."""
         for rep in range(reps):
+            if rep > 0 and getattr(self.args, "fresh_gpushare", False):
+                self.restart_gpushare(rep)
             order = list(units)
             random.Random(self.args.seed * 1000 + rep).shuffle(order)
             for unit in order:
@@ -69,6 +72,22 @@ class Experiment:
                 if res is not None and on_result:
                     on_result(unit, rep, res)
             print(f"  [{self.scenario}] rep {rep + 1}/{reps} done, {time.time() - self.started:.0f} s", flush=True)
+
+    def restart_gpushare(self, rep):
+        """Every gpushare row's daemon and jobs afresh (their logs named -repN): a repetition is then
+        a run of the policy's learning of its own, not the continuation of the last one's. On the
+        H100 one build's budget harvested 0.14x of MPS-prio's in one call and 0.88x in the next,
+        each call's three repetitions one run of its learning (docs/benchmarks.md 4n)."""
+        if not self.gpushare or not self.gpushare_specs:
+            return
+        for spec in self.gpushare_specs:
+            worker = self.pool.workers.pop(spec.label, None)
+            if worker:
+                worker.stop()
+            self.pool.failed.pop(spec.label, None)  # tried again below
+        self.gpushare.stop()
+        self.gpushare.start_daemons(self.pool.log_dir, suffix=f"-rep{rep}")
+        self.pool.start(self.gpushare_specs)
 
     def ok_windows(self, config):
         return [w for w in self.windows if w["config"] == config and "results" in w]

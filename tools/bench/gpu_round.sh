@@ -5,7 +5,7 @@
 # Every scenario runs the baselines the comparison needs (MPS with client priority always) beside
 # the gpushare rows, with its isolated denominators, in the same call.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 carry=$(realpath .carry)
@@ -34,7 +34,12 @@ POLICIES=(--gpushare-policy "${policies[@]}")
 # everywhere, two lanes of the same pair (2026-11-26, four-GPU host) ran their isolated
 # transformer_train_b16 rows at 11.2 ms per step in two repetitions of three, where every other
 # row of theirs, and that row in the third repetition, took 14-16 ms.
-bench() { timeout "$1" python3 tools/bench/run.py --seed "${BENCH_GPU_INDEX:-0}" "${@:2}" 2>&1 | tee -a "$out/log.txt" | grep -v '^\[' ; }
+# FRESH_REPS=1: each repetition starts the gpushare rows' daemons and jobs afresh (run.py
+# --fresh-gpushare), so that a part's repetitions are independent runs of the policy's learning.
+bench() {
+  timeout "$1" python3 tools/bench/run.py --seed "${BENCH_GPU_INDEX:-0}" ${FRESH_REPS:+--fresh-gpushare} "${@:2}" 2>&1 |
+    tee -a "$out/log.txt" | grep -v '^\['
+}
 # The daemons' logs of a part in one archive (their names hold ':' and '@', which the GPU
 # machine does not return).
 # A part without daemon logs (crosscheck, launch-rate) leaves none: that is no failure (2026-11-26: a

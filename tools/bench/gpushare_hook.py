@@ -132,7 +132,8 @@ class Gpushare:
     def socket(self, policy):
         return os.path.join(self.run_dir, f"gpushared-{policy}.sock")
 
-    def start_daemons(self, log_dir):
+    def start_daemons(self, log_dir, suffix=""):
+        """A daemon per policy, its config and log in log_dir (named with `suffix`, e.g. "-rep1")."""
         for policy in self.policies:
             if self.reason(f"gpushare:{policy}") is not None:
                 continue
@@ -151,11 +152,13 @@ class Gpushare:
                 config["policy"]["parameters"] = {name: {k: float(v) for k, v in
                                                          (kv.split("=") for kv in params.split(","))}}
             tag = policy.replace(':', '_').replace(',', '_')
-            proc, error = start_daemon(self.daemon_cmd, config, os.path.join(log_dir, f"gpushared-{tag}.json"),
-                                       os.path.join(log_dir, f"gpushared-{policy}.log"))
+            proc, error = start_daemon(self.daemon_cmd, config, os.path.join(log_dir, f"gpushared-{tag}{suffix}.json"),
+                                       os.path.join(log_dir, f"gpushared-{policy}{suffix}.log"))
             self.daemons[policy] = proc
             if error:
                 self.errors[policy] = error
+            else:
+                self.errors.pop(policy, None)
 
     def worker_specs(self, baseline, prod, opp):
         policy = baseline.split(":", 1)[1]

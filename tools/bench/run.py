@@ -84,6 +84,10 @@ def parse_args(argv):
                     choices=["trace", "debug", "info", "warn", "error"],
                     help="gpushared's log level (trace: every tick's observations and gates)")
     ap.add_argument("--gpushare-policy", nargs="*", default=["tgs", "priority"], help="gpushare rows")
+    ap.add_argument("--fresh-gpushare", action="store_true",
+                    help="S1/S2/S5: start every gpushare row's daemons and jobs afresh before each repetition, "
+                    "so that its repetitions are independent runs of the policy's learning (by default they "
+                    "live through the part: one run of it)")
     ap.add_argument("--tmp", help="private folder for MPS pipes and sockets (default: a new temp dir)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

@@ -50,6 +50,7 @@ def _setup(exp, scenario):
     if warning := bl.worker_count_warning(specs):
         print(f"  warning: {warning}", file=sys.stderr, flush=True)
     exp.pool.start(specs)
+    exp.gpushare_specs = [s for s in specs if s.label.startswith("gs-")]
     return prod, opp, all_rows, shared, skipped, gs
 
 
