@@ -61,7 +61,7 @@ void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m
   const int device = m.device;
   auto key = std::make_pair(device, m.handle);
   DeclaredAllocation allocation{m.bytes, m.kind, m.flags, m.site, Clock::now(), false};
-  auto admit = [&] {
+  auto grant = [&] {
     job.refused_in_a_row = 0;
     job.set_allocation(key, allocation);
     publish_views(parts_.registry, broker_, parts_.config.memory);
@@ -85,7 +85,7 @@ void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m
   // is checked like one, or a client could declare past its limit and the capacity at will.
   if (!has(m.flags, MemDeclareFlags::reservation) && has(m.flags, MemDeclareFlags::committed) &&
       claim_reservation(job, device, m.bytes))
-    return admit();
+    return grant();
 
   const MemoryConfig& config = parts_.config.memory;
   const bool opportunistic = job.granted == JobClass::opportunistic;
@@ -124,10 +124,10 @@ void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m
   using policies::AdmissionVerdict;
   switch (decision.verdict) {
     case AdmissionVerdict::admit:
-      return admit();
+      return grant();
     case AdmissionVerdict::admit_on_host:
       // Opportunistic jobs wait instead of failing: admitted, and moved to host until room returns.
-      admit();
+      grant();
       request_residency(job, /*to_host=*/true, Clock::now());
       return;
     case AdmissionVerdict::refuse_over_limit:
