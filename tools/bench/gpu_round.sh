@@ -128,11 +128,12 @@ beside_by_build() {  # harvest parameters, name, field, [command...]
   return 0  # the stopped jobs' statuses are no failure of the check
 }
 
-# An opportunistic job of the daemon at the socket given that registers and then does nothing for
-# 290 s (the budget then measures production in every period); its pid in idle_pid.
+# An opportunistic job of the daemon at the socket given that registers and then does nothing until
+# its part stops it (the budget then measures production in every period); its pid in idle_pid.
+# Its own limit (900 s) is longer than any lane's (at most 600 s): it never leaves mid-part.
 idle_opportunistic() {  # socket
   LD_PRELOAD=$carry/libgpushare.so GPUSHARE_SOCKET=$1 GPUSHARE_PRIORITY=opportunistic GPUSHARE_QUIET=1 \
-    timeout 300 python3 -c 'import time, torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(290)' &
+    timeout 900 python3 -c 'import time, torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(890)' &
   idle_pid=$!
 }
 
