@@ -53,8 +53,17 @@ struct ConcurrencySettings {
                                   // rest on before the reference share falls to reference_share
 };
 
-// The reference share while a cost given the benefit of the doubt rests on no pair: it falls in
-// proportion to the pairs measured, to reference_share at doubt_samples (mode_shares).
+// The paused share while beside's cost is not yet known, and the reference share while a cost
+// given the benefit of the doubt rests on no pair: it falls in proportion to the pairs measured,
+// to reference_share at doubt_samples (mode_shares). Half: paused and beside then alternate, and
+// every period after the first makes a pair.
+//
+// Why beside first, not every mode at equal shares: on the H100 (S5, resnet50 b8 training 1 s on
+// and off beside mobilenet_v2 b64, fresh daemons, 2026-11-26) a benchmark window held 3 s of busy
+// production, and learning three modes at equal shares after the warm-up left the opportunistic
+// job paused 0.60-0.62 of production's busy time (0.23-0.29 of MPS-prio's harvest). Gated gained
+// less than beside at the same or a higher cost in every case measured on MPS (beside a saturating
+// resnet50 b32 job, 25 % against 20 %), so it is learnt only where beside alone is shown not to fit.
 inline constexpr double kLearningReference = 0.5;
 
 // What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %
@@ -73,9 +82,10 @@ struct ModeMeasures {
 };
 
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
-// Until a mode's cost and gain are measured it gets an equal share with the others. `debt`: the
-// production loss already spent beyond what the target allows, to be paid back (reduces the
-// budget).
+// Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
+// needed (beside's cost leaves production's time paused), at half of the time beside leaves.
+// `debt`: the production loss already spent beyond what the target allows, to be paid back
+// (reduces the budget).
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt = 0);
 

@@ -102,10 +102,10 @@ const ParameterSpec kParameters[] = {
      "production job (and gains per mode): the memory every cost is measured over; more is "
      "steadier and slower to follow a change of production's load",
      true},
-    {"warm_up_ms", 1500, 0, 600'000,
+    {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
-     "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
-     "bias the budget's costs); 0: none"},
+     "progress) is not measured and the opportunistic jobs run beside it meanwhile, unthrottled "
+     "(start-up speeds would bias the budget's costs); 0: none"},
 };
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
@@ -149,7 +149,9 @@ constexpr uint32_t kLongIdleWindows = 10;
 // above 0.35. One such pair read gated as e times faster than paused, and fitted with the others
 // it halved beside's measured 25 % cost to 12 % +- 12 %, which passed as noise: beside ran 90 %
 // of production's busy time and production kept 0.82 (S5 saturating); in S1b they read a cost of
-// 14 % where the rest read 4 %. Hence warm_up_ms, 1.5 s by default.
+// 14 % where the rest read 4 %. Hence warm_up_ms: 0.75 s by default, since on the H100 a resnet50
+// b8 job's start-up took 12 windows with progress (0.6 s; 1.5 s until 2026-11-26, which in S5 with
+// fresh daemons held the opportunistic job back for the whole first busy phase of the window).
 // Where an opportunistic job ran in the last window, for its queue bound (queue_bound.h): while
 // production idled, beside busy production, or under another bound or none.
 enum class QueueState { idle, beside, other };
@@ -461,14 +463,17 @@ class HarvestPolicy final : public Policy {
     std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
     if (!period_over) return;
     if (warming_) {
-      // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
-      // waits with them, for warm_up_ms of its busy time. At equal thirds the unmeasured warm-up left a
-      // model's saturating job at 0.925 over a 6 s window (target 0.95); gated, at 0.892 (gating
-      // costs a saturating job 25 % on the H100). Paused costs the opportunistic jobs that time (in
-      // the simulator's idle_gaps, a server busy a quarter of the time, 6 s of a 30 s trace).
+      // A production job warms up: the budget's rotation waits for warm_up_ms of its busy time,
+      // and the opportunistic jobs run beside it meanwhile, unthrottled (the policy starts from
+      // no throttle on MPS client priority). Paused, as until 2026-11-26, held them back for
+      // that time: in S5 with fresh daemons on the H100 the whole first busy phase of a 6 s
+      // window (0.23-0.29 of MPS-prio's harvest while production was busy). In a model of that
+      // benchmark (AFreshBudgetHarvestsInTheBenchmarksWindow) beside during the warm-up gave the
+      // opportunistic job 0.79 of its gain beside a gappy job where paused gave 0.74, and
+      // production 0.903 beside a saturating one where paused gave 0.892.
       period_ns_ = 0;
-      if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
-      mode_ = RunMode::paused;
+      if (mode_ != RunMode::beside) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
+      mode_ = RunMode::beside;
       return;
     }
     const RunMode next = budget_.next_period(mode_);

@@ -12,7 +12,7 @@ import baselines  # noqa: E402
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput  # noqa: E402
 import gpushare_hook  # noqa: E402
-from gpushare_hook import Gpushare, split_policy  # noqa: E402
+from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
@@ -295,6 +295,43 @@ class GpushareRows(unittest.TestCase):
                 gpushare_hook.start_daemon = original
         self.assertEqual(seen["mps"], "external")
         self.assertEqual(seen["mps_pipe_directory"], os.path.join(run_dir, "mps-pipe"))
+
+    def test_a_build_prefix_runs_the_row_on_that_build(self):
+        # "old+POLICY": the same policy on .carry/bin/gpushared-old, a row of the same call.
+        self.assertEqual(split_build("old+harvest:concurrency=2@mps-ext"),
+                         ("old", "harvest:concurrency=2@mps-ext"))
+        self.assertEqual(split_build("harvest@mps-ext"), (None, "harvest@mps-ext"))
+        self.assertEqual(split_policy("old+harvest:concurrency=2@mps-ext"),
+                         ("harvest", "concurrency=2", True, "ext"))
+        cmd = "LD_LIBRARY_PATH=/c/lib /c/bin/gpushared --config {config}"
+        self.assertEqual(build_command(cmd, "old"),
+                         "LD_LIBRARY_PATH=/c/lib /c/bin/gpushared-old --config {config}")
+        self.assertEqual(build_command(cmd, None), cmd)
+        with self.assertRaises(ValueError):
+            build_command("/c/bin/daemon --config {config}", "old")
+        with tempfile.TemporaryDirectory() as run_dir:
+            started = []
+
+            def fake_start(cmd, config, config_path, log_path):
+                started.append((cmd, config["policy"], os.path.basename(log_path)))
+                return None, "not started in this test"
+
+            original = gpushare_hook.start_daemon
+            gpushare_hook.start_daemon = fake_start
+            try:
+                gs = Gpushare("/bin/true", cmd, ["old+harvest:target=0.9", "harvest:target=0.9"],
+                              run_dir)
+                gs.start_daemons(run_dir)
+                refused = Gpushare("/bin/true", "/c/bin/daemon --config {config}",
+                                   ["old+harvest"], run_dir)
+                refused.start_daemons(run_dir)
+            finally:
+                gpushare_hook.start_daemon = original
+        self.assertEqual([c for c, _, _ in started],
+                         [cmd.replace("gpushared ", "gpushared-old "), cmd])
+        self.assertEqual(started[0][1], {"default": "harvest", "parameters": {"harvest": {"target": 0.9}}})
+        self.assertEqual(started[0][2], "gpushared-old+harvest:target=0.9.log")
+        self.assertIn("gpushared-old", refused.reason("gpushare:old+harvest"))
 
 
 if __name__ == "__main__":

@@ -35,13 +35,26 @@ double loss(const std::array<double, kRunModes>& shares, const ModeMeasures& m) 
   return shares[kGated] * m.cost[kGated]->harm + shares[kBeside] * m.cost[kBeside]->harm;
 }
 
-TEST(ModeShares, UnmeasuredModesAreMeasuredAlike) {
+// Beside is learnt first, paused and beside alternating; gated only once beside is shown not to
+// fit the target, at a quarter of the time beside leaves.
+TEST(ModeShares, BesideIsLearntFirstAndGatedOnlyWhenNeeded) {
   ModeMeasures m = measured({.harm = 0}, 1, {.harm = 0}, 1);
   m.cost[kBeside].reset();
-  const auto shares = mode_shares(m, settings());
-  EXPECT_DOUBLE_EQ(shares[kPaused], 1.0 / 3);
-  EXPECT_DOUBLE_EQ(shares[kGated], 1.0 / 3);
-  EXPECT_DOUBLE_EQ(shares[kBeside], 1.0 / 3);
+  m.cost[kGated].reset();
+  const auto learning = mode_shares(m, settings());
+  EXPECT_DOUBLE_EQ(learning[kPaused], kLearningReference);
+  EXPECT_DOUBLE_EQ(learning[kGated], 0);
+  EXPECT_DOUBLE_EQ(learning[kBeside], 1 - kLearningReference);
+  m.cost[kBeside] = ModeCost{.harm = 0.01, .error = 0.01, .samples = 16};
+  const auto fits = mode_shares(m, settings());
+  EXPECT_NEAR(fits[kBeside], 0.95, 1e-12);
+  EXPECT_NEAR(fits[kGated], 0, 1e-12);
+  EXPECT_NEAR(fits[kPaused], 0.05, 1e-12);
+  m.cost[kBeside] = ModeCost{.harm = 0.2, .error = 0.01, .samples = 16};
+  const auto costly = mode_shares(m, settings());
+  EXPECT_LT(costly[kBeside], 0.3);
+  EXPECT_NEAR(costly[kGated], (1 - costly[kBeside]) / 4, 1e-12);
+  EXPECT_NEAR(costly[kPaused] + costly[kGated] + costly[kBeside], 1, 1e-12);
 }
 
 // Beside a gappy production job that it does not slow, the opportunistic job runs beside it all
@@ -184,8 +197,11 @@ TEST(ModeShares, ALossAlreadySpentIsPaidBack) {
   EXPECT_GE(mode_shares(m, settings(), debt)[kBeside], 0);
   // Nothing spent: no debt, and nothing banked either.
   EXPECT_EQ(loss_debt({30, 0, 0}, m, settings()), 0);
+  // A mode not yet measured is left out: 10 beside periods at 0.2 lost 2, 20 periods allow 1.
   ModeMeasures unknown = m;
   unknown.cost[kGated].reset();
+  EXPECT_NEAR(loss_debt({10, 10, 10}, unknown, settings()), (2 - 1) / kDebtHorizon, 1e-12);
+  unknown.cost[kBeside].reset();
   EXPECT_EQ(loss_debt({10, 10, 10}, unknown, settings()), 0);
 }
 
@@ -410,11 +426,13 @@ struct Case {
   // Production's start-up: over its first this many busy windows its speed climbs from 0.1 of its
   // steady speed, whatever the mode (on the H200: 5, 15, 30, then 40 kernels/ms).
   int start_up_windows = 0;
-  double warm_up_ms = 1500;  // the policy's warm_up_ms
+  double warm_up_ms = 750;  // the policy's warm_up_ms (its default)
+  unsigned seed = 7;         // of the noise
 };
 struct Outcome {
   double production = 0;     // production's mean speed over its solo speed
   double opportunistic = 0;  // the opportunistic job's mean gain
+  double paused = 0;         // share of production's measured busy windows paused
 };
 
 Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 10) {
@@ -429,14 +447,14 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   EXPECT_TRUE(made.policy) << made.error;
   constexpr uint64_t kWindowNs = 50'000'000;
   constexpr double kSpeed = 20'000;  // kernels per busy second, solo
-  std::mt19937 random(7);
+  std::mt19937 random(c.seed);
   std::uniform_real_distribution<double> noise(1 - c.spread, 1 + c.spread);
   std::normal_distribution<double> step(0, 1);
   constexpr double kDriftWindows = 40;
   double wander = 0;  // log of the drift's factor
   int busy_windows = 0;
   Gate opportunistic_gate{.job_id = 2, .paused = true};
-  double relative_speed = 0, gain = 0;  // summed over the windows measured
+  double relative_speed = 0, gain = 0, paused = 0;  // summed over the windows measured
   int windows = 0;
   for (int t = 0; t < seconds * 20; ++t) {
     const bool starting = t < c.idle_windows;  // idle by its own choice: no launch, no wait
@@ -495,14 +513,18 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     if (t >= measured_from_s * 20) {
       relative_speed += 1 - cost;
       gain += mode_gain;
+      paused += mode == RunMode::paused ? 1 : 0;
       ++windows;
     }
   }
-  const Outcome outcome{.production = relative_speed / windows, .opportunistic = gain / windows};
-  std::printf("costs %.2f/%.2f, gains %.2f/%.2f (%s): production %.3f, opportunistic %.3f\n",
-              c.gated_cost, c.beside_cost, c.gated_gain, c.beside_gain,
-              c.closed_loop ? "closed loop" : "server", outcome.production,
-              outcome.opportunistic);
+  const Outcome outcome{.production = relative_speed / windows,
+                        .opportunistic = gain / windows,
+                        .paused = paused / windows};
+  std::printf(
+      "costs %.2f/%.2f, gains %.2f/%.2f (%s): production %.3f, opportunistic %.3f, paused %.2f\n",
+      c.gated_cost, c.beside_cost, c.gated_gain, c.beside_gain,
+      c.closed_loop ? "closed loop" : "server", outcome.production, outcome.opportunistic,
+      outcome.paused);
   return outcome;
 }
 
@@ -647,24 +669,27 @@ TEST(HarvestConcurrency, CostlyConcurrencyIsRationedToKeepProductionAtTarget) {
   EXPECT_GT(outcome.opportunistic, 0.5 * 0.1);
 }
 
-// A fresh daemon learns the costs at equal shares, which costs production more than the target
-// allows; the debt of that loss is repaid within seconds (the benchmark's windows are 6 s).
+// A fresh daemon learns the costs, which costs production more than the target allows; the debt
+// of that loss is repaid within seconds (the benchmark's windows are 6 s). Measured after
+// production's warm-up (0.75 s of busy time, beside and not measured): 0.917 from its first
+// window.
 TEST(HarvestConcurrency, WhatLearningCostsIsRepaid) {
-  const Outcome outcome = run_concurrency({0.25, 0.13, 0.2, 0.5}, 6, 0);
+  const Outcome outcome = run_concurrency({0.25, 0.13, 0.2, 0.5}, 7, 1);
   EXPECT_GE(outcome.production, 0.95 - 0.01);
 }
 
 // A production job's warm-up is not measured: on the H200 its first second of busy time ran at a
 // third of its later speed and less, and the few pairs of periods a short run gives read a 25 %
 // cost of running beside it as 12 % +- 12 %, which passed as noise (beside then ran 90 % of
-// production's busy time and production kept 0.82, S5 saturating on one MPS server). Costly
-// concurrency in 1 s phases, as in S5, measured over the benchmark's 18 s: production 0.940 when
-// its warm-up (here a climb from 0.1 of its speed over its first second) was measured, 0.958 now.
+// production's busy time and production kept 0.82, S5 saturating on one MPS server); on the H100
+// a resnet50 b8 job's start-up took 12 windows with progress (0.6 s). Costly concurrency in 1 s
+// phases, as in S5, production's speed climbing from 0.1 over its first 0.5 s, measured over the
+// benchmark's 18 s: production 0.964 with the warm-up of 0.75 s, 0.942 when it is measured.
 TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
   Case c{0.02, 0.05, 0.25, 0.5};
   c.spread = 0.1;
   c.phase_windows = 20;
-  c.start_up_windows = 20;
+  c.start_up_windows = 10;
   c.on_mps = true;
   const Outcome outcome = run_concurrency(c, 24, 6);
   EXPECT_GE(outcome.production, 0.95);
@@ -690,7 +715,39 @@ TEST(HarvestConcurrency, ExplainsItsShares) {
   EXPECT_EQ(law.policy->explain(), "");  // the rate law: its gates say it all
   auto made = make_policy("harvest", {{"concurrency", 1}});
   ASSERT_TRUE(made.policy);
-  EXPECT_EQ(made.policy->explain(), "budget gated=?/?:0.33 beside=?/?:0.33");
+  EXPECT_EQ(made.policy->explain(), "budget gated=?/?:0.00 beside=?/?:0.50");
+}
+
+// S5 as the benchmark runs it with fresh daemons: production warmed up (1 s busy) before a 6 s
+// window of 1 s on / 1 s off, so the window holds 3 s of busy production and the budget learns
+// in it. Ten runs of each. Beside a gappy job that running beside costs 2 %, the opportunistic job
+// gets most of what it gets beside it: 0.36 of it when the budget learnt every mode at equal
+// shares after a paused warm-up of 1.5 s, 0.79 learning beside first after a warm-up of 0.75 s
+// beside it. Beside a saturating job (25 %) the learning costs production more than the target
+// allows in so short a window: 0.867 then, 0.903 now (docs/policies.md "Learning").
+TEST(HarvestConcurrency, AFreshBudgetHarvestsInTheBenchmarksWindow) {
+  for (bool saturating : {false, true}) {
+    double production = 0, opportunistic = 0;
+    constexpr int kRuns = 10;
+    for (unsigned seed = 1; seed <= kRuns; ++seed) {
+      Case c = saturating ? Case{0.25, 0.13, 0.25, 0.5} : Case{0.02, 0.3, 0.02, 0.8};
+      c.spread = saturating ? 0.1 : 0.3;
+      c.phase_windows = 20;
+      c.ramp_windows = 2;
+      c.start_up_windows = 10;
+      c.on_mps = true;
+      c.seed = seed;
+      const Outcome o = run_concurrency(c, 8, 2);
+      production += o.production / kRuns;
+      opportunistic += o.opportunistic / kRuns;
+    }
+    if (saturating) {
+      EXPECT_GE(production, 0.89);
+    } else {
+      EXPECT_GE(opportunistic, 0.7 * 0.8);
+      EXPECT_GE(production, 0.97);
+    }
+  }
 }
 
 TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {

@@ -82,10 +82,35 @@ def stop_daemon(proc):
 _MPS_SUFFIX = re.compile(r"@mps(?:-thr(\d+)|(-prio)|(-auto)|(-ext))?$")
 
 
+# "BUILD+POLICY": the row's daemon is the build named gpushared-BUILD beside the one the daemon
+# command names (e.g. .carry/bin/gpushared-old), so that two builds of one policy run as rows of the
+# same call, beside the same baselines and denominators; the call's spread between runs is larger
+# than most changes of a policy (docs/benchmarks.md 4n).
+_BUILD_PREFIX = re.compile(r"^([A-Za-z0-9_.-]+)\+")
+
+
+def split_build(policy):
+    """'old+harvest@mps-ext' -> ('old', 'harvest@mps-ext'); no prefix: (None, policy)."""
+    m = _BUILD_PREFIX.match(policy)
+    return (m.group(1), policy[m.end():]) if m else (None, policy)
+
+
+def build_command(daemon_cmd, build):
+    """The daemon command with its gpushared binary replaced by gpushared-BUILD (None: as it is)."""
+    if build is None:
+        return daemon_cmd
+    cmd, n = re.subn(r"gpushared(?=\s|$)", f"gpushared-{build}", daemon_cmd, count=1)
+    if n == 0:
+        raise ValueError(f"{daemon_cmd!r}: no gpushared binary to replace with gpushared-{build}")
+    return cmd
+
+
 def split_policy(policy):
     """'tgs:target=0.9@mps-thr30' -> ('tgs', 'target=0.9', True, 30); '@mps-prio' gives 'prio' in
     place of the thread percentage; '@mps-auto' gives (.., False, 'auto'): not a client of the
-    harness's MPS daemon; '@mps-ext' gives (.., True, 'ext'); no suffix: (.., False, None)."""
+    harness's MPS daemon; '@mps-ext' gives (.., True, 'ext'); no suffix: (.., False, None). A
+    'BUILD+' prefix (split_build) is left out."""
+    policy = split_build(policy)[1]
     m = _MPS_SUFFIX.search(policy)
     bare = policy[:m.start()] if m else policy
     name, _, params = bare.partition(":")
@@ -152,7 +177,13 @@ class Gpushare:
                 config["policy"]["parameters"] = {name: {k: float(v) for k, v in
                                                          (kv.split("=") for kv in params.split(","))}}
             tag = policy.replace(':', '_').replace(',', '_')
-            proc, error = start_daemon(self.daemon_cmd, config, os.path.join(log_dir, f"gpushared-{tag}{suffix}.json"),
+            build, _ = split_build(policy)
+            try:
+                daemon_cmd = build_command(self.daemon_cmd, build)
+            except ValueError as e:
+                self.errors[policy] = str(e)
+                continue
+            proc, error = start_daemon(daemon_cmd, config, os.path.join(log_dir, f"gpushared-{tag}{suffix}.json"),
                                        os.path.join(log_dir, f"gpushared-{policy}{suffix}.log"))
             self.daemons[policy] = proc
             if error:
