@@ -104,8 +104,8 @@ const ParameterSpec kParameters[] = {
      true},
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
-     "progress) is not measured and the opportunistic jobs run beside it meanwhile, unthrottled "
-     "(start-up speeds would bias the budget's costs); 0: none"},
+     "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
+     "bias the budget's costs); 0: none"},
 };
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
@@ -463,17 +463,15 @@ class HarvestPolicy final : public Policy {
     std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
     if (!period_over) return;
     if (warming_) {
-      // A production job warms up: the budget's rotation waits for warm_up_ms of its busy time,
-      // and the opportunistic jobs run beside it meanwhile, unthrottled (the policy starts from
-      // no throttle on MPS client priority). Paused, as until 2026-11-26, held them back for
-      // that time: in S5 with fresh daemons on the H100 the whole first busy phase of a 6 s
-      // window (0.23-0.29 of MPS-prio's harvest while production was busy). In a model of that
-      // benchmark (AFreshBudgetHarvestsInTheBenchmarksWindow) beside during the warm-up gave the
-      // opportunistic job 0.79 of its gain beside a gappy job where paused gave 0.74, and
-      // production 0.903 beside a saturating one where paused gave 0.892.
+      // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
+      // waits with them, for warm_up_ms of its busy time. Beside instead (no throttle) cost
+      // production what running beside it costs for that time: on the H100 (S5, transformer_infer_b8
+      // 1 s on and off, fresh daemons, 2026-11-26) beside cost it 41 %, the warm-up fell in the
+      // benchmark's window, and production kept 0.757 (0.902 with the paused warm-up of 1.5 s and
+      // the learning of the build before). Gated costs a saturating job 25 %.
       period_ns_ = 0;
-      if (mode_ != RunMode::beside) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
-      mode_ = RunMode::beside;
+      if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
+      mode_ = RunMode::paused;
       return;
     }
     const RunMode next = budget_.next_period(mode_);
