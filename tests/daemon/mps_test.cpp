@@ -435,7 +435,9 @@ ModeShares run_budget(const TempDir& dir, bool on_mps) {
 // time-slices, so running beside costs production here and the shares depend on the machine's
 // load: what is asserted is that on MPS, as without it, the budget is in force (every busy tick's
 // trace line carries its reasoning, which only the budget writes: the law and gating also pause,
-// gate and run beside) and rotates its three modes (each seen), not that the shares match.
+// gate and run beside) and rotates paused and beside (each seen), not that the shares match.
+// Gated is learnt only where beside alone is shown not to fit the target, which here depends on
+// the machine's load.
 TEST(Mps, TheBudgetRunsOnItsOwnMpsAsItDoesWithoutIt) {
   TempDir plain_dir, mps_dir;
   for (const auto& [dir, on_mps] : {std::pair<const TempDir*, bool>{&plain_dir, false},
@@ -445,7 +447,6 @@ TEST(Mps, TheBudgetRunsOnItsOwnMpsAsItDoesWithoutIt) {
     // The first busy tick may precede the opportunistic job's MPS marking: all but a few.
     EXPECT_GE(shares.budget_ticks, shares.busy_ticks - 5) << on_mps;
     EXPECT_GE(shares.paused, 2) << on_mps;
-    EXPECT_GE(shares.gated, 2) << on_mps;
     EXPECT_GE(shares.beside, 2) << on_mps;
   }
 }
