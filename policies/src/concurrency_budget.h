@@ -63,7 +63,8 @@ struct ConcurrencySettings {
 // production, and learning three modes at equal shares after the warm-up left the opportunistic
 // job paused 0.60-0.62 of production's busy time (0.23-0.29 of MPS-prio's harvest). Gated gained
 // less than beside at the same or a higher cost in every case measured on MPS (beside a saturating
-// resnet50 b32 job, 25 % against 20 %), so it is learnt only where beside alone is shown not to fit.
+// resnet50 b32 job, 25 % against 20 %), so it is learnt only where beside alone is shown not to
+// fit.
 inline constexpr double kLearningReference = 0.5;
 
 // What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %

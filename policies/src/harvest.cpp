@@ -465,10 +465,10 @@ class HarvestPolicy final : public Policy {
     if (warming_) {
       // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
       // waits with them, for warm_up_ms of its busy time. Beside instead (no throttle) cost
-      // production what running beside it costs for that time: on the H100 (S5, transformer_infer_b8
-      // 1 s on and off, fresh daemons, 2026-11-26) beside cost it 41 %, the warm-up fell in the
-      // benchmark's window, and production kept 0.757 (0.902 with the paused warm-up of 1.5 s and
-      // the learning of the build before). Gated costs a saturating job 25 %.
+      // production what running beside it costs for that time: on the H100 (S5,
+      // transformer_infer_b8 1 s on and off, fresh daemons, 2026-11-26) beside cost it 41 %, the
+      // warm-up fell in the benchmark's window, and production kept 0.757 (0.902 with the paused
+      // warm-up of 1.5 s and the learning of the build before). Gated costs a saturating job 25 %.
       period_ns_ = 0;
       if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
       mode_ = RunMode::paused;

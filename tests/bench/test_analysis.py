@@ -329,7 +329,8 @@ class GpushareRows(unittest.TestCase):
                 gpushare_hook.start_daemon = original
         self.assertEqual([c for c, _, _ in started],
                          [cmd.replace("gpushared ", "gpushared-old "), cmd])
-        self.assertEqual(started[0][1], {"default": "harvest", "parameters": {"harvest": {"target": 0.9}}})
+        self.assertEqual(started[0][1],
+                         {"default": "harvest", "parameters": {"harvest": {"target": 0.9}}})
         self.assertEqual(started[0][2], "gpushared-old+harvest:target=0.9.log")
         self.assertIn("gpushared-old", refused.reason("gpushare:old+harvest"))
 

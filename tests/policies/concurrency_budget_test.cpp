@@ -427,7 +427,7 @@ struct Case {
   // steady speed, whatever the mode (on the H200: 5, 15, 30, then 40 kernels/ms).
   int start_up_windows = 0;
   double warm_up_ms = 750;  // the policy's warm_up_ms (its default)
-  unsigned seed = 7;         // of the noise
+  unsigned seed = 7;        // of the noise
 };
 struct Outcome {
   double production = 0;     // production's mean speed over its solo speed
