@@ -243,8 +243,9 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // Gated not yet measured: beside as far as it fits. Where that leaves production paused
   // (beside's cost is above the target), gated may harvest the time beside cannot have, so it is
   // learnt, at a quarter of the time beside leaves: in a model of a saturating job (both modes
-  // costing 20-25 %, 6 s of busy production) production kept 0.903 with a quarter, 0.901 with
-  // half; a server that gating costs 2 % kept the same harvest (0.42-0.43 of 0.9).
+  // costing 20-25 %, 6 s of busy production, the warm-up run beside) production kept 0.903 with a
+  // quarter, 0.901 with half; a server that gating costs 2 % kept the same harvest (0.42-0.43 of
+  // 0.9).
   shares[g] = 0;
   if (shares[b] >= 1 - relied_on - 1e-9) {
     shares[p] = 1 - shares[b];
