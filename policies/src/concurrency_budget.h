@@ -84,18 +84,19 @@ struct ModeMeasures {
 
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
-// needed (beside's cost leaves production's time paused), at half of the time beside leaves.
+// needed (beside's cost leaves production's time paused), at a quarter of the time beside leaves.
 // `debt`: the production loss already spent beyond what the target allows, to be paid back
 // (reduces the budget).
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt = 0);
 
 // The recent periods' modes, each weighted by how long ago it ran (a period's weight decays by
-// 1 / kDebtMemory per period), are what production has lost so far: sum(weight x cost, taken
-// low by its noise: a loss that cannot be shown is not repaid) beyond (1 - target) x sum(weight) is the debt, paid back over kDebtHorizon
-// periods; a loss below the target is not banked. Learning the costs
-// (equal shares, on the H100 about 1.5 s of busy production) spent 4 % of a 6 s benchmark window
-// beyond the target beside a saturating job; with the debt the periods after it repay it.
+// 1 / kDebtMemory per period), are what production has lost so far: sum(weight x cost, taken low
+// by its noise: a loss that cannot be shown is not repaid; a mode whose cost is not yet known is
+// left out) beyond (1 - target) x sum(weight) is the debt, paid back over kDebtHorizon periods; a
+// loss below the target is not banked. Learning the costs (at equal shares, as until 2026-11-26,
+// on the H100 about 1.5 s of busy production) spent 4 % of a 6 s benchmark window beyond the
+// target beside a saturating job; with the debt the periods after it repay it.
 inline constexpr double kDebtMemory = 50;
 inline constexpr double kDebtHorizon = 15;
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,

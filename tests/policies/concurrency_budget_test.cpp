@@ -731,10 +731,13 @@ TEST(HarvestConcurrency, AFreshBudgetHarvestsInTheBenchmarksWindow) {
     double production = 0, opportunistic = 0;
     constexpr int kRuns = 10;
     for (unsigned seed = 1; seed <= kRuns; ++seed) {
-      Case c = saturating ? Case{0.25, 0.13, 0.25, 0.5} : Case{0.02, 0.3, 0.02, 0.8};
-      c.spread = saturating ? 0.1 : 0.3;
-      c.phase_windows = 20;
-      c.ramp_windows = 2;
+      Case c = s5_gappy(0.3);
+      if (saturating) {
+        c = Case{0.25, 0.13, 0.25, 0.5};
+        c.spread = 0.1;
+        c.phase_windows = 20;
+        c.ramp_windows = 2;
+      }
       c.start_up_windows = 10;
       c.on_mps = true;
       c.seed = seed;
