@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "median.h"
+
 namespace gpushare::policies {
 namespace {
 
@@ -241,13 +243,14 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, settings.explore_share);
   if (gated_known) return shares;
   // Gated not yet measured: beside as far as it fits. Where that leaves production paused
-  // (beside's cost is above the target), gated may harvest the time beside cannot have, so it is
-  // learnt, at a quarter of the time beside leaves: in a model of a saturating job (both modes
+  // (beside's cost is above the target) and production leaves gaps, gated may harvest the time
+  // beside cannot have, so it is learnt, at a quarter of the time beside leaves: in a model of a saturating job (both modes
   // costing 20-25 %, 6 s of busy production, the warm-up run beside) production kept 0.903 with a
   // quarter, 0.901 with half; a server that gating costs 2 % kept the same harvest (0.42-0.43 of
   // 0.9).
   shares[g] = 0;
-  if (shares[b] >= 1 - relied_on - 1e-9) {
+  const bool no_gaps = measures.busy && *measures.busy >= settings.gaps_limit;
+  if (shares[b] >= 1 - relied_on - 1e-9 || no_gaps) {
     shares[p] = 1 - shares[b];
     return shares;
   }
@@ -271,6 +274,10 @@ void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, do
 
 void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
   if (launches >= 0) add(gains_[index(mode)], launches);
+}
+
+void ConcurrencyBudget::record_busy(RunMode mode, double share) {
+  if (mode == RunMode::paused && share >= 0) add(paused_busy_, std::min(share, 1.0));
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
@@ -324,6 +331,8 @@ ModeMeasures ConcurrencyBudget::measures() const {
   for (RunMode m : {RunMode::gated, RunMode::beside})
     if (gains_[index(m)].size() >= kMinCostSamples)
       result.gain[index(m)] = moments(gains_[index(m)]).mean;
+  if (paused_busy_.size() >= kMinCostSamples)
+    result.busy = median(paused_busy_.begin(), paused_busy_.end());
   result.cost[index(RunMode::paused)] = ModeCost{};
   result.gain[index(RunMode::paused)] = 0.0;
   return result;

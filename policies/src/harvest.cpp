@@ -71,8 +71,9 @@ const ParameterSpec kParameters[] = {
      "short queue); while it leaves none, the rate law instead",
      true, Needs::kernel_idle_gating},
     {"gating_busy_limit", 0.9, 0.1, 1.0,
-     "with kernel_gating: production busy this fraction of a control period leaves no gaps worth "
-     "gating for; the opportunistic jobs run beside it under the rate law"},
+     "production busy this fraction of the time leaves no gaps worth gating for: with "
+     "kernel_gating the opportunistic jobs run beside it under the rate law; with concurrency "
+     "gated is not learnt"},
     {"gating_retry_ms", 5000, 200, 600'000,
      "with kernel_gating: how long the rate law runs before production's gaps are measured again"},
     {"concurrency", 0, 0, 2,
@@ -200,7 +201,8 @@ class HarvestPolicy final : public Policy {
                  .reference_share = p.at("reference_share"),
                  .explore_share = kExploreShare,
                  .samples = static_cast<size_t>(p.at("cost_samples")),
-                 .doubt_samples = p.at("doubt_samples")}) {}
+                 .doubt_samples = p.at("doubt_samples"),
+                 .gaps_limit = p.at("gating_busy_limit")}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
@@ -218,7 +220,7 @@ class HarvestPolicy final : public Policy {
 
   // With concurrency: each mode's cost to production (± its error, "?" until measured), its gain
   // and its share of production's busy time, e.g. "budget gated=0.03±0.02/41:0.05
-  // beside=0.12±0.05/480:0.40".
+  // beside=0.12±0.05/480:0.40 busy=0.97".
   std::string explain() const override {
     if (!concurrency_) return {};
     const ModeMeasures measures = budget_.measures();
@@ -238,7 +240,11 @@ class HarvestPolicy final : public Policy {
       std::snprintf(part, sizeof part, ":%.2f", shares[i]);
       text += part;
     }
-    return text;
+    // Production's in-flight share of its paused windows: gated is learnt only below
+    // gating_busy_limit (it runs in production's gaps).
+    char busy[32] = " busy=?";
+    if (measures.busy) std::snprintf(busy, sizeof busy, " busy=%.2f", *measures.busy);
+    return text + busy;
   }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {
@@ -438,6 +444,7 @@ class HarvestPolicy final : public Policy {
     const bool measured = !settling && (mode_ == RunMode::paused || demand);
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
+    std::optional<double> busiest;  // the busiest measured production job's in-flight share
     warming_ = false;
     for (const JobObservation& job : device.jobs) {
       if (job.job_class == JobClass::opportunistic) {
@@ -454,11 +461,15 @@ class HarvestPolicy final : public Policy {
       warming_ = warming_ || warmed < warm_up_ns_;
       // The budget's periods hold measured windows of one mode only, after the job's warm-up.
       if (!measured || warming) continue;
+      if (job.in_flight_ns && device.window_ns > 0)
+        busiest = std::max(busiest.value_or(0.0), static_cast<double>(*job.in_flight_ns) /
+                                                      static_cast<double>(device.window_ns));
       budget_.record_speed(job.job_id, mode_,
                            static_cast<double>(production_[job.job_id].window_progress),
                            static_cast<double>(job.in_flight_ns.value_or(device.window_ns)));
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
+    if (busiest) budget_.record_busy(mode_, *busiest);
     budget_.retain(alive);
     std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
     if (!period_over) return;

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+
+#include "median.h"
 
 namespace gpushare::policies {
 
@@ -21,11 +22,7 @@ void QueueRate::record(double kernels_per_s) {
 
 uint32_t QueueRate::bound(double queue_ms, uint32_t least) const {
   if (!(queue_ms > 0) || rates_.size() < kQueueRateLeast) return 0;
-  std::vector<double> sorted(rates_.begin(), rates_.end());
-  const size_t middle = sorted.size() / 2;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(middle),
-                   sorted.end());
-  return queue_bound(sorted[middle], queue_ms, least);
+  return queue_bound(median(rates_.begin(), rates_.end()), queue_ms, least);
 }
 
 }  // namespace gpushare::policies

@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 
+#include "median.h"
+
 namespace gpushare::policies::tgs {
 namespace {
 
@@ -63,10 +65,8 @@ void update_solo(ProductionJob& job, double rate, bool clean, bool probed,
   job.solo_history[job.solo_next % capacity] = rate;
   ++job.solo_next;
   const size_t count = std::min(job.solo_next, capacity);
-  std::array<double, kMaxSoloSamples> sorted{};
-  std::copy_n(job.solo_history.begin(), count, sorted.begin());
-  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(count));
-  job.solo_rate = count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+  job.solo_rate =
+      median(job.solo_history.begin(), job.solo_history.begin() + static_cast<std::ptrdiff_t>(count));
 }
 
 void update_estimate(ProductionJob& job, double rate, const EstimatorSettings& settings) {

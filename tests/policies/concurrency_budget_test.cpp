@@ -57,6 +57,42 @@ TEST(ModeShares, BesideIsLearntFirstAndGatedOnlyWhenNeeded) {
   EXPECT_NEAR(costly[kPaused] + costly[kGated] + costly[kBeside], 1, 1e-12);
 }
 
+// Gated runs the opportunistic jobs only in production's gaps: beside a production job in flight
+// at least gaps_limit of its paused windows it is not learnt, and the time beside cannot have is
+// paused (concurrency_budget.h: on the H100 beside jobs in flight all the time it gained 0-4
+// launches a window in seven runs of nine). A server with gaps still learns it; so does a job
+// whose busy share is not yet measured.
+TEST(ModeShares, GatedIsLearntOnlyWhereProductionLeavesGaps) {
+  ModeMeasures m = measured({.harm = 0}, 1, {.harm = 0.2, .error = 0.01, .samples = 16}, 1);
+  m.cost[kGated].reset();
+  m.gain[kGated].reset();
+  m.busy = 0.95;
+  const auto no_gaps = mode_shares(m, settings());
+  EXPECT_DOUBLE_EQ(no_gaps[kGated], 0);
+  EXPECT_NEAR(no_gaps[kPaused] + no_gaps[kBeside], 1, 1e-12);
+  for (const std::optional<double> busy : {std::optional<double>{0.6}, std::optional<double>{}}) {
+    m.busy = busy;
+    const auto gaps = mode_shares(m, settings());
+    EXPECT_NEAR(gaps[kBeside], no_gaps[kBeside], 1e-12);
+    EXPECT_NEAR(gaps[kGated], (1 - gaps[kBeside]) / 4, 1e-12);
+  }
+}
+
+// The busy share is the median of recent paused windows: beside ones (production slowed) and a
+// window far off (a phase's edge) do not move it.
+TEST(ConcurrencyBudget, ReadsProductionsBusyShareFromPausedWindows) {
+  ConcurrencyBudget budget(settings());
+  budget.record_busy(RunMode::paused, 0.97);
+  budget.record_busy(RunMode::paused, 0.99);
+  EXPECT_FALSE(budget.measures().busy);  // two windows: not yet
+  budget.record_busy(RunMode::beside, 0.2);
+  budget.record_busy(RunMode::gated, 0.2);
+  budget.record_busy(RunMode::paused, 0.1);
+  budget.record_busy(RunMode::paused, 1.5);  // clipped to the whole window
+  ASSERT_TRUE(budget.measures().busy);
+  EXPECT_NEAR(*budget.measures().busy, 0.98, 1e-12);
+}
+
 // Beside a gappy production job that it does not slow, the opportunistic job runs beside it all
 // the time but the reference share: gated, which gains less, is not explored while beside takes
 // all the time (on the H100 its 5 % held the opportunistic job under 0.9 of MPS-prio's).
@@ -681,20 +717,46 @@ TEST(HarvestConcurrency, WhatLearningCostsIsRepaid) {
 // third of its later speed and less, and the few pairs of periods a short run gives read a 25 %
 // cost of running beside it as 12 % +- 12 %, which passed as noise (beside then ran 90 % of
 // production's busy time and production kept 0.82, S5 saturating on one MPS server); on the H100
-// a resnet50 b8 job's start-up took 12 windows with progress (0.6 s). Costly concurrency in 1 s
-// phases, as in S5, production's speed climbing from 0.1 over its first 0.5 s, measured over the
-// benchmark's 18 s: production 0.964 with the warm-up of 0.75 s, 0.942 when it is measured.
+// a resnet50 b8 job's start-up took 12 windows with progress (0.6 s). During the warm-up the
+// opportunistic job waits and the budget records nothing; after it, production's windows are
+// measured. Costly concurrency in 1 s phases, as in S5, production's speed climbing from 0.1 over
+// its first 0.5 s, over the benchmark's 18 s, ten runs: production 0.965 (0.956 while gated was
+// learnt beside a job in flight all the time). In this model the start-up measured (warm_up_ms 0)
+// gives the same on average (0.965; 0.951 to 0.956 before): the margin was one run's, not the
+// warm-up's, so the warm-up is asserted directly.
 TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
-  Case c{0.02, 0.05, 0.25, 0.5};
-  c.spread = 0.1;
-  c.phase_windows = 20;
-  c.start_up_windows = 10;
-  c.on_mps = true;
-  const Outcome outcome = run_concurrency(c, 24, 6);
-  EXPECT_GE(outcome.production, 0.95);
-  c.warm_up_ms = 0;  // measured from the first busy window: the start-up biases the costs
-  const Outcome unwarmed = run_concurrency(c, 24, 6);
-  EXPECT_LT(unwarmed.production, outcome.production - 0.01);
+  double production = 0;
+  constexpr int kRuns = 10;
+  for (unsigned seed = 1; seed <= kRuns; ++seed) {
+    Case c{0.02, 0.05, 0.25, 0.5};
+    c.spread = 0.1;
+    c.phase_windows = 20;
+    c.start_up_windows = 10;
+    c.on_mps = true;
+    c.seed = seed;
+    production += run_concurrency(c, 24, 6).production / kRuns;
+  }
+  EXPECT_GE(production, 0.95);
+
+  auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}});
+  ASSERT_TRUE(made.policy);
+  const std::string fresh = made.policy->explain();
+  for (int t = 0; t < 40; ++t) {
+    DeviceObservation d{.now_ns = t * 50'000'000ull, .window_ns = 50'000'000};
+    d.jobs.push_back({.job_id = 1,
+                      .job_class = JobClass::production,
+                      .launches = 100u + 50u * static_cast<uint64_t>(t),  // starting up
+                      .completed = 100u + 50u * static_cast<uint64_t>(t),
+                      .in_flight_ns = 50'000'000u});
+    d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = 100});
+    const std::vector<Gate> gates = made.policy->decide(d);
+    // 750 ms: fifteen windows with progress, the opportunistic job paused, nothing recorded.
+    if (t < 15) {
+      EXPECT_TRUE(gates[1].paused) << "window " << t;
+      EXPECT_EQ(made.policy->explain(), fresh) << "window " << t;
+    }
+  }
+  EXPECT_NE(made.policy->explain().find("busy=1.00"), std::string::npos) << made.policy->explain();
 }
 
 // A server's throughput is its load: the cost shows as busy time per request (latency), and the
@@ -714,7 +776,7 @@ TEST(HarvestConcurrency, ExplainsItsShares) {
   EXPECT_EQ(law.policy->explain(), "");  // the rate law: its gates say it all
   auto made = make_policy("harvest", {{"concurrency", 1}});
   ASSERT_TRUE(made.policy);
-  EXPECT_EQ(made.policy->explain(), "budget gated=?/?:0.00 beside=?/?:0.50");
+  EXPECT_EQ(made.policy->explain(), "budget gated=?/?:0.00 beside=?/?:0.50 busy=?");
 }
 
 // S5 as the benchmark runs it with fresh daemons: production warmed up (1 s busy) before a 6 s
