@@ -108,9 +108,13 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
 // left out) beyond (1 - target) x sum(weight) is the debt, paid back over kDebtHorizon periods; a
 // loss below the target is not banked. Learning the costs (at equal shares, as until 2026-11-26,
 // on the H100 about 1.5 s of busy production) spent 4 % of a 6 s benchmark window beyond the
-// target beside a saturating job; with the debt the periods after it repay it.
+// target beside a saturating job; with the debt the periods after it repay it. Over 5 periods
+// (1 s of busy production; 15 until 2026-11-26), so that it is repaid within such a window: in
+// the model of one (AFreshBudgetHarvestsInTheBenchmarksWindow) production kept 0.943 beside a job
+// that running beside slows by 25 % with 15 periods, 0.948 with 5; a gappy job's harvest did not
+// change (no debt there).
 inline constexpr double kDebtMemory = 50;
-inline constexpr double kDebtHorizon = 15;
+inline constexpr double kDebtHorizon = 5;
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
                  const ConcurrencySettings& settings);
 
@@ -136,6 +140,14 @@ using PairedDifferences = std::array<std::deque<double>, 3>;
 
 // A cost is known once its effect is pinned down as well as by this many direct pairs.
 inline constexpr size_t kMinCostSamples = 3;
+// ... or sooner, once kClearCostSamples direct pairs against paused each read a cost of at least
+// kClearCost: a cost that large is not noise (on the H100 a launch-bound job's pairs spread by
+// 0.15 in log speed: two such pairs by chance are about one in a thousand), and each further
+// learning period of such a mode costs production the most. On the H100 (S5, transformer_infer_b8,
+// 2026-11-26 call 30) beside's cost read 0.34-0.41 +- 0.01-0.03 in three runs, and each of its
+// learning periods (4-5 windows) cost production 2-3 % of the benchmark window's busy time.
+inline constexpr size_t kClearCostSamples = 2;
+inline constexpr double kClearCost = 0.25;
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.
 inline constexpr double kMaxDifference = 1.0;
