@@ -253,17 +253,16 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
       plan_shares(cost, gain_g, gain_b, budget, 1 - reference, explore);
   double relied_on = settings.reference_share;
   for (RunMode m : kCandidates)
-    if (shares[index(m)] > explore + 1e-9)
-      relied_on = std::max(relied_on, learning[index(m)]);
+    if (shares[index(m)] > explore + 1e-9) relied_on = std::max(relied_on, learning[index(m)]);
   if (relied_on < reference)
     shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, explore);
   if (gated_known) return shares;
   // Gated not yet measured: beside as far as it fits. Where that leaves production paused
   // (beside's cost is above the target) and production leaves gaps, gated may harvest the time
-  // beside cannot have, so it is learnt, at a quarter of the time beside leaves: in a model of a saturating job (both modes
-  // costing 20-25 %, 6 s of busy production, the warm-up run beside) production kept 0.903 with a
-  // quarter, 0.901 with half; a server that gating costs 2 % kept the same harvest (0.42-0.43 of
-  // 0.9).
+  // beside cannot have, so it is learnt, at a quarter of the time beside leaves: in a model of a
+  // saturating job (both modes costing 20-25 %, 6 s of busy production, the warm-up run beside)
+  // production kept 0.903 with a quarter, 0.901 with half; a server that gating costs 2 % kept the
+  // same harvest (0.42-0.43 of 0.9).
   shares[g] = 0;
   const bool no_gaps = measures.busy && *measures.busy >= settings.gaps_limit;
   if (shares[b] >= 1 - relied_on - 1e-9 || no_gaps) {

@@ -92,9 +92,9 @@ struct ModeMeasures {
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
 // needed (beside's cost leaves production's time paused), at a quarter of the time beside leaves,
 // and only where production leaves gaps (its paused windows in flight less than gaps_limit of the
-// time): gated runs the opportunistic jobs only in those gaps. On the H100 (2026-11-26, calls 27-29,
-// S5 saturating resnet50 b32 training 1 s and 4 s and a transformer inference loop, each job in
-// flight a median 99-100 % of its paused windows) gated was learnt for 4-17 windows a run, read
+// time): gated runs the opportunistic jobs only in those gaps. On the H100 (2026-11-26, calls
+// 27-29, S5 saturating resnet50 b32 training 1 s and 4 s and a transformer inference loop, each job
+// in flight a median 99-100 % of its paused windows) gated was learnt for 4-17 windows a run, read
 // costs up to 0.12 and gained 0-4 launches a window in seven runs of nine (beside: 375-670; 97 and
 // 344 in the other two); a Poisson server (S2), in flight 52-65 %, is where it harvests.
 // `debt`: the production loss already spent beyond what the target allows, to be paid back

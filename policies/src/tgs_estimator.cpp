@@ -65,8 +65,8 @@ void update_solo(ProductionJob& job, double rate, bool clean, bool probed,
   job.solo_history[job.solo_next % capacity] = rate;
   ++job.solo_next;
   const size_t count = std::min(job.solo_next, capacity);
-  job.solo_rate =
-      median(job.solo_history.begin(), job.solo_history.begin() + static_cast<std::ptrdiff_t>(count));
+  job.solo_rate = median(job.solo_history.begin(),
+                         job.solo_history.begin() + static_cast<std::ptrdiff_t>(count));
 }
 
 void update_estimate(ProductionJob& job, double rate, const EstimatorSettings& settings) {
