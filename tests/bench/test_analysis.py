@@ -2,6 +2,7 @@
 docs/benchmarks.md: checked here with numbers worked out by hand, no GPU needed."""
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -111,6 +112,40 @@ class TickLog(unittest.TestCase):
         self.assertEqual(speeds["beside"], [25.0])
         self.assertEqual(speeds["gated"], [])
         self.assertTrue(measured.startswith("budget gated=0.010"))
+
+
+class QuitMps(unittest.TestCase):
+    """tools/bench/quit_mps.sh: what a lane stopped by its limit leaves, quit (gpu_lanes.sh)."""
+
+    SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench", "quit_mps.sh")
+
+    def run_script(self, root, path):
+        return subprocess.run(["bash", self.SCRIPT, root], env=dict(os.environ, PATH=path),
+                              capture_output=True, text=True, timeout=60)
+
+    def test_each_control_daemon_under_the_lane_is_told_to_quit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            lane, bin_dir = os.path.join(tmp, "bmps0"), os.path.join(tmp, "bin")
+            record = os.path.join(tmp, "record")
+            for pipes in ("mps-pipe", "mps/pipe"):  # the harness's; gpushared's with mps: auto
+                os.makedirs(os.path.join(lane, pipes))
+                os.mkfifo(os.path.join(lane, pipes, "control"))
+            os.makedirs(os.path.join(lane, "mps-log"))  # a log directory has no control pipe
+            os.makedirs(bin_dir)
+            ctl = os.path.join(bin_dir, "nvidia-cuda-mps-control")
+            with open(ctl, "w") as f:  # a stand-in: records where it was pointed and what it read
+                f.write(f'#!/bin/sh\necho "$CUDA_MPS_PIPE_DIRECTORY:$(cat)" >> {record}\n')
+            os.chmod(ctl, 0o755)
+            out = self.run_script(lane, f"{bin_dir}:{os.environ['PATH']}")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            with open(record) as f:
+                told = sorted(f.read().split())
+            self.assertEqual(told, sorted([f"{lane}/mps-pipe:quit", f"{lane}/mps/pipe:quit"]))
+
+    def test_nothing_to_do_without_mps(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = self.run_script(os.path.join(tmp, "absent"), "/usr/bin:/bin")
+            self.assertEqual((out.returncode, out.stderr), (0, ""))
 
 
 class MemoryScenario(unittest.TestCase):

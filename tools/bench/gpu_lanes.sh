@@ -45,6 +45,8 @@ for lane in "$@"; do
       timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
       | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
     rc=${PIPESTATUS[0]}
+    # Nor quit its MPS control daemons: the next call's MPS rows would fail (quit_mps.sh).
+    bash tools/bench/quit_mps.sh "/tmp/bmps$i"
     # A part stopped mid-way has not archived its daemons' logs: do it here.
     for d in "$out/gpu$i"/*/logs; do
       [ -d "$d" ] && tar czf "$d-.tgz" -C "$d" . 2>/dev/null && mv "$d-.tgz" "${d%/logs}-logs.tgz" && rm -rf "$d"
