@@ -130,11 +130,11 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
   const double det = a_gg * a_bb - a_gb * a_gb;
   std::array<std::optional<ModeCost>, kRunModes> costs{};
   // The direct pairs against paused (differences[0] or [1]) each read at least kClearCost.
+  const double clear_effect = std::log(1 - kClearCost);
   auto clear = [&](size_t pair) {
     const std::deque<double>& direct = differences[pair];
     return direct.size() >= kClearCostSamples &&
-           std::all_of(direct.begin(), direct.end(),
-                       [](double v) { return v <= std::log(1 - kClearCost); });
+           std::all_of(direct.begin(), direct.end(), [&](double v) { return v <= clear_effect; });
   };
   auto cost = [&](double effect, double weight_inverse, double variance,
                   bool clearly) -> std::optional<ModeCost> {
