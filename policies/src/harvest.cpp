@@ -88,10 +88,15 @@ const ParameterSpec kParameters[] = {
      "with concurrency: the least share of production's busy periods with opportunistic work "
      "paused, which keeps its solo speed (every cost's reference) current"},
     {"queue_ms", 8, 0, 1000,
-     "with kernel_gating or concurrency: while production idles, or runs beside the "
-     "opportunistic jobs, each of them may keep about this much of its own work queued on the GPU "
-     "(in kernels, at the rate it launched there recently), so that production, back or paused, "
-     "meets a short queue; 0: no bound there"},
+     "with concurrency: while production runs beside the opportunistic jobs, each of them may "
+     "keep about this much of its own work queued on the GPU (in kernels, at the rate it launched "
+     "there recently), so that production, paused, meets a short queue; also the least of the "
+     "bound while production idles (idle_queue_ms); 0: no bound beside production"},
+    {"idle_queue_ms", 16, 0, 1000,
+     "with kernel_gating or concurrency: the most each opportunistic job may keep queued while "
+     "every production job idles (after idle_windows), so that production, back, meets a short "
+     "queue: 1/64 of production's typical busy phase (it meets the queue once per phase), at "
+     "least queue_ms (also until a phase is known); 0: no bound there"},
     {"doubt_samples", 8, 3, 16,
      "with concurrency: pairs of adjacent periods a cost taken low (the benefit of the doubt) must "
      "rest on before production's paused share falls to reference_share; with fewer it is raised "
@@ -186,6 +191,7 @@ class HarvestPolicy final : public Policy {
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
         queue_ms_(p.at("queue_ms")),
+        idle_queue_ms_(p.at("idle_queue_ms")),
         warm_up_ns_(static_cast<uint64_t>(p.at("warm_up_ms") * 1e6)),
         kernel_gating_(p.at("kernel_gating") != 0),
         gating_busy_limit_(p.at("gating_busy_limit")),
@@ -256,6 +262,7 @@ class HarvestPolicy final : public Policy {
     for (const JobObservation& job : device.jobs)
       if (job.job_class == JobClass::production && !is_idle(job)) production_busy = true;
     idle_windows_ = production_busy ? 0 : std::min(idle_windows_ + 1, idle_windows_needed_);
+    if (production_busy) busy_phases_.busy(device.window_ns);
 
     if (production_.empty() || idle_windows_ >= idle_windows_needed_) {
       on_production_idle(device);
@@ -379,6 +386,7 @@ class HarvestPolicy final : public Policy {
     if (!production_idle_) {
       if (!concurrency_) reset_period();  // the budget's period resumes when production is back
       idle_phase_windows_ = 0;
+      busy_phases_.end();
     }
     ++idle_phase_windows_;
     production_idle_ = true;
@@ -607,8 +615,9 @@ class HarvestPolicy final : public Policy {
         // most in_flight opportunistic kernels. It costs the opportunistic job throughput (0.78
         // of its solo rate while production idled, mobilenet_v2 on the H100, bound 4), so it holds
         // only while gating and production is active; the law runs without one.
-        // Elsewhere, while production idles or runs beside it, the job may queue about queue_ms
-        // of its own work (queue_bound.h): production, back or paused, then meets a short queue.
+        // Elsewhere, while production idles or runs beside it, the job may queue a few ms of
+        // its own work (queue_bound.h): production, back or paused, then meets a short queue.
+        // While production idles that is up to idle_queue_ms, as its busy phases allow.
         OpportunisticJob& state = opportunistic_[job.job_id];
         const bool paused = (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
                             !production_idle_;
@@ -617,10 +626,11 @@ class HarvestPolicy final : public Policy {
                       : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
                                                                             : QueueState::other;
         const uint32_t least = std::max<uint32_t>(2, in_flight_);
+        const double idle_ms = idle_queue_ms(busy_phases_.typical_s(), queue_ms_, idle_queue_ms_);
         gate.max_in_flight =
             !kernel_gating_ && !concurrency_    ? in_flight_
             : gating() && !production_idle_     ? in_flight_
-            : state.state == QueueState::idle   ? state.idle_rate.bound(queue_ms_, least)
+            : state.state == QueueState::idle   ? state.idle_rate.bound(idle_ms, least)
             : state.state == QueueState::beside ? state.beside_rate.bound(queue_ms_, least)
                                                 : 0;
         // With concurrency and production idle, the relay holds the opportunistic jobs the moment
@@ -651,7 +661,7 @@ class HarvestPolicy final : public Policy {
   const uint64_t control_period_ns_, probe_interval_ns_;
   const double noise_margin_;
   const uint32_t idle_windows_needed_, in_flight_;
-  const double queue_ms_;
+  const double queue_ms_, idle_queue_ms_;
   const uint64_t warm_up_ns_;
   const bool kernel_gating_;
   const double gating_busy_limit_;
@@ -679,6 +689,7 @@ class HarvestPolicy final : public Policy {
   ConcurrencyBudget budget_;
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
+  BusyPhases busy_phases_;         // production's, for the queue bound while it idles
   uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
   // The period in progress.

@@ -25,4 +25,27 @@ uint32_t QueueRate::bound(double queue_ms, uint32_t least) const {
   return queue_bound(median(rates_.begin(), rates_.end()), queue_ms, least);
 }
 
+double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double most_ms) {
+  if (!(most_ms > 0)) return 0;
+  const double least = std::max(0.0, queue_ms);
+  const double share = busy_phase_s && *busy_phase_s > 0 ? kReturnShare * *busy_phase_s * 1000 : 0;
+  return std::min(most_ms, std::max(least, share));
+}
+
+void BusyPhases::busy(uint64_t window_ns) {
+  current_ns_ += window_ns;
+}
+
+void BusyPhases::end() {
+  if (current_ns_ == 0) return;  // idle again without a busy window: no phase
+  phases_s_.push_back(static_cast<double>(current_ns_) / 1e9);
+  while (phases_s_.size() > kBusyPhasesKept) phases_s_.pop_front();
+  current_ns_ = 0;
+}
+
+std::optional<double> BusyPhases::typical_s() const {
+  if (phases_s_.empty()) return std::nullopt;
+  return median(phases_s_.begin(), phases_s_.end());
+}
+
 }  // namespace gpushare::policies

@@ -11,11 +11,16 @@
 // does not fit every job: four kernels of a GEMM-heavy step can take longer than four hundred of
 // mobilenet's. The bound is therefore a time: about `queue_ms` of the job's own work, counted in
 // kernels at the rate it launched in that state over its recent windows.
+//
+// While production idles the bound is paid once per return of production, not at every pause:
+// it may be longer there, as far as production's busy phases make it a small share of them
+// (idle_queue_ms below).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 namespace gpushare::policies {
 
@@ -31,6 +36,33 @@ inline constexpr uint32_t kMostQueued = 1024;
 // (a bound of 1 leaves the GPU idle while the job's thread wakes to launch the next kernel) and at
 // most kMostQueued. Pure.
 uint32_t queue_bound(double kernels_per_s, double queue_ms, uint32_t least);
+
+// The queue allowed while every production job idles, in ms: production meets it once per busy
+// phase, so it is kept to kReturnShare of production's typical busy phase (its median over the
+// last kBusyPhasesKept), at least `queue_ms` (the bound beside production; also the bound until a
+// phase is known) and at most `most_ms`; 0 where `most_ms` is 0 (no bound while idle). On the
+// H100 (S5, 1 s phases, 2026-11-26) 8 ms cost the opportunistic job 11-15 % of its speed while
+// production idled and 16 ms 3-4 %; a server busy 50 ms at a time (the simulator's idle_gaps
+// trace) kept 0.960 of its speed at 8 ms and 0.933 at 16. Pure.
+inline constexpr double kReturnShare = 1.0 / 64;
+inline constexpr size_t kBusyPhasesKept = 5;
+double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double most_ms);
+
+// Production's busy phases on a device: from its return after an idle phase to the next, counting
+// the windows in which it was busy.
+class BusyPhases {
+ public:
+  // A window in which production was busy: adds to the phase in progress.
+  void busy(uint64_t window_ns);
+  // Every production job idle (the policy's idle state begins): the phase in progress ends.
+  void end();
+  // The median of the last kBusyPhasesKept phases, in seconds; none until one has ended.
+  std::optional<double> typical_s() const;
+
+ private:
+  std::deque<double> phases_s_;
+  uint64_t current_ns_ = 0;
+};
 
 // One opportunistic job's launch rate in one state (production idle, or running beside it).
 class QueueRate {

@@ -866,14 +866,25 @@ TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
 }
 
 // Production idle: the opportunistic job runs unpaused, whatever the mode of the last busy
-// period, but idle-gated, so that production's first launch holds it at once, and with about
-// queue_ms (4) of its own work queued, so that production, back, waits little for what it had
-// queued: 1,000 launches per 50 ms window make 80 kernels.
+// period, but idle-gated, so that production's first launch holds it at once, and with a short
+// queue of its own work, so that production, back, waits little for what it had queued: 1/64 of
+// production's busy phase, within queue_ms (2) and idle_queue_ms (40). At 1,000 launches per
+// 50 ms window, 1 s phases allow 15.6 ms (313 kernels); 0.1 s phases the least, 2 ms (40).
+// Beside busy production the bound is queue_ms's: 500 launches per window make 20.
 TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
-  for (const double queue_ms : {4.0, 0.0}) {
-    auto made =
-        make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}, {"queue_ms", queue_ms}});
+  struct Case {
+    double idle_queue_ms;
+    int busy_windows;
+    uint32_t idle_bound;
+  };
+  for (const Case c : {Case{40, 20, 313}, Case{40, 2, 40}, Case{0, 20, 0}}) {
+    auto made = make_policy("harvest", {{"concurrency", 1},
+                                        {"in_flight", 4},
+                                        {"idle_queue_ms", c.idle_queue_ms},
+                                        {"queue_ms", 2}});
     ASSERT_TRUE(made.policy);
+    EXPECT_EQ(queue_bound(20'000, idle_queue_ms(c.busy_windows * 0.05, 2, c.idle_queue_ms), 4),
+              c.idle_bound == 0 ? 4 : c.idle_bound);
     std::set<std::pair<bool, bool>> busy_modes;  // (paused, idle-gated) while production was busy
     uint64_t t = 0;
     Gate last{.paused = true};
@@ -892,25 +903,34 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
       d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = launches});
       return last = made.policy->decide(d)[1];
     };
+    const std::string where = "idle_queue_ms " + std::to_string(c.idle_queue_ms) + ", " +
+                              std::to_string(c.busy_windows) + " busy windows, ";
     for (int phase = 0; phase < 6; ++phase) {
-      for (int i = 0; i < 20; ++i) {
+      for (int i = 0; i < c.busy_windows; ++i) {
         const Gate busy = window(true);
         busy_modes.insert({busy.paused, busy.production_idle_only});
+        // (From the fourth window: the first ones after production's return are mixed.)
+        if (i > 3 && !busy.paused && !busy.production_idle_only && busy.max_in_flight != 0) {
+          EXPECT_EQ(busy.max_in_flight, 20u) << where << "phase " << phase << ", window " << i;
+        }
       }
       for (int i = 0; i < 10; ++i) {
         const Gate idle = window(false);
         if (i < 3) continue;  // idle_windows: production counts as idle from the third
         // The rate is known from the third window of the first idle phase on.
-        if (queue_ms == 0 || (phase == 0 && i < 5))
-          EXPECT_EQ(idle.max_in_flight, 0u) << "phase " << phase << ", window " << i;
+        if (phase == 0 && i < 5)
+          EXPECT_EQ(idle.max_in_flight, 0u) << where << "window " << i;
         else
-          EXPECT_EQ(idle.max_in_flight, 80u) << "phase " << phase << ", window " << i;
+          EXPECT_EQ(idle.max_in_flight, c.idle_bound) << where << "phase " << phase << ", " << i;
         EXPECT_EQ(idle.launches, kUnlimited);
         EXPECT_FALSE(idle.paused);
-        EXPECT_TRUE(idle.production_idle_only) << "phase " << phase << ", window " << i;
+        EXPECT_TRUE(idle.production_idle_only) << where << "phase " << phase << ", window " << i;
       }
     }
-    EXPECT_TRUE(busy_modes.count({false, false}));  // a beside period preceded some idle phases
+    // A beside period preceded some idle phases.
+    if (c.busy_windows >= 20) {
+      EXPECT_TRUE(busy_modes.count({false, false})) << where;
+    }
   }
 }
 

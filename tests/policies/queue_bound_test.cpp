@@ -45,3 +45,42 @@ TEST(QueueBound, FollowsTheMedianOfTheRecentWindows) {
   rate.record(std::numeric_limits<double>::quiet_NaN());
   EXPECT_EQ(rate.bound(4, 4), 20u);
 }
+
+// While production idles: 1/64 of its typical busy phase, within queue_ms and the most.
+TEST(IdleQueue, IsAShareOfProductionsBusyPhaseWithinTheBounds) {
+  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 8, 16), 15.625);      // S5's 1 s phases
+  EXPECT_DOUBLE_EQ(idle_queue_ms(4.0, 8, 16), 16);          // the most
+  EXPECT_DOUBLE_EQ(idle_queue_ms(0.05, 8, 16), 8);          // a server's 50 ms: queue_ms
+  EXPECT_DOUBLE_EQ(idle_queue_ms(std::nullopt, 8, 16), 8);  // no phase known yet
+  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 8, 0), 0);            // idle_queue_ms 0: no bound
+  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 0, 16), 15.625);
+  EXPECT_DOUBLE_EQ(idle_queue_ms(std::nullopt, 0, 16), 0);  // nothing to go by: no bound
+  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 20, 16), 16);         // the most wins over queue_ms
+  EXPECT_DOUBLE_EQ(idle_queue_ms(std::numeric_limits<double>::quiet_NaN(), 8, 16), 8);
+}
+
+// A phase counts the windows production was busy from its return to its next idle phase; the
+// typical one is the median of the last five.
+TEST(IdleQueue, BusyPhasesAreMedianOfTheRecentOnes) {
+  BusyPhases phases;
+  EXPECT_FALSE(phases.typical_s());
+  phases.end();  // idle from the start: no phase
+  EXPECT_FALSE(phases.typical_s());
+  for (int i = 0; i < 20; ++i) phases.busy(50'000'000);
+  EXPECT_FALSE(phases.typical_s());  // not ended yet
+  phases.end();
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 1.0);
+  phases.end();  // a second idle signal without a busy window adds nothing
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 1.0);
+  for (double s : {0.1, 4.0, 1.0, 1.0, 0.2}) {
+    phases.busy(static_cast<uint64_t>(s * 1e9));
+    phases.end();
+  }
+  // The first 1 s phase has left: 0.1, 4, 1, 1, 0.2.
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 1.0);
+  for (int i = 0; i < 3; ++i) {
+    phases.busy(100'000'000);
+    phases.end();
+  }
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 0.1);  // 1, 0.2, 0.1, 0.1, 0.1
+}
