@@ -386,7 +386,14 @@ class HarvestPolicy final : public Policy {
     if (!production_idle_) {
       if (!concurrency_) reset_period();  // the budget's period resumes when production is back
       idle_phase_windows_ = 0;
-      busy_phases_.end();
+      // A phase that ends while production warms up is its start-up, not its pattern: on the H100
+      // (S5, fresh daemons, 2026-11-26) a transformer server's first phases lasted 1-7 windows
+      // before its 21-window ones, and their median kept its idle queue at 8-9 ms for the
+      // benchmark's whole window.
+      if (warming_)
+        busy_phases_.drop();
+      else
+        busy_phases_.end();
     }
     ++idle_phase_windows_;
     production_idle_ = true;

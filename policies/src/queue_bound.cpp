@@ -43,6 +43,10 @@ void BusyPhases::end() {
   current_ns_ = 0;
 }
 
+void BusyPhases::drop() {
+  current_ns_ = 0;
+}
+
 std::optional<double> BusyPhases::typical_s() const {
   if (phases_s_.empty()) return std::nullopt;
   return median(phases_s_.begin(), phases_s_.end());

@@ -56,6 +56,8 @@ class BusyPhases {
   void busy(uint64_t window_ns);
   // Every production job idle (the policy's idle state begins): the phase in progress ends.
   void end();
+  // The same, for a phase that does not tell production's pattern (its start-up): not kept.
+  void drop();
   // The median of the last kBusyPhasesKept phases, in seconds; none until one has ended.
   std::optional<double> typical_s() const;
 

@@ -934,6 +934,36 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
   }
 }
 
+// Production's start-up is not its pattern: busy phases that end while it warms up (warm_up_ms,
+// 750: 15 windows with progress) do not count toward its typical phase. Two phases of 2 windows
+// before 1 s ones would otherwise make the median 0.1 s and the idle bound the least (2 ms,
+// 40 kernels) instead of 1/64 of 1 s (313).
+TEST(HarvestConcurrency, ProductionsStartUpDoesNotSetTheIdleQueue) {
+  auto made = make_policy(
+      "harvest", {{"concurrency", 1}, {"in_flight", 4}, {"idle_queue_ms", 40}, {"queue_ms", 2}});
+  ASSERT_TRUE(made.policy);
+  uint64_t t = 0;
+  auto window = [&](bool production_busy) {
+    DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
+    d.jobs.push_back({.job_id = 1,
+                      .job_class = JobClass::production,
+                      .launches = production_busy ? 1000u : 0u,
+                      .completed = production_busy ? 1000u : 0u,
+                      .in_flight_ns = production_busy ? 50'000'000u : 0u});
+    d.jobs.push_back({.job_id = 2,
+                      .job_class = JobClass::opportunistic,
+                      .launches = production_busy ? 0u : 1000u});
+    return made.policy->decide(d)[1];
+  };
+  for (const int busy_windows : {2, 2, 20, 20}) {
+    for (int i = 0; i < busy_windows; ++i) window(true);
+    Gate idle;
+    for (int i = 0; i < 10; ++i) idle = window(false);
+    // Before a phase is known: queue_ms's 2 ms (40 kernels).
+    EXPECT_EQ(idle.max_in_flight, busy_windows == 2 ? 40u : 313u) << busy_windows;
+  }
+}
+
 // concurrency=2: the budget where every opportunistic job is an MPS client of gpushared (running
 // beside production is then at client priority 1), kernel gating and the law elsewhere; a job
 // without MPS that joins turns the budget off for the device, its leaving turns it back on.

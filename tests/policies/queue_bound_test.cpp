@@ -83,4 +83,14 @@ TEST(IdleQueue, BusyPhasesAreMedianOfTheRecentOnes) {
     phases.end();
   }
   EXPECT_DOUBLE_EQ(*phases.typical_s(), 0.1);  // 1, 0.2, 0.1, 0.1, 0.1
+  for (int i = 0; i < 3; ++i) {
+    phases.busy(4'000'000'000);
+    phases.drop();  // not kept (production's start-up)
+  }
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 0.1);
+  phases.busy(100'000'000);
+  phases.drop();
+  phases.busy(1'000'000'000);
+  phases.end();                                // only what came after the drop: 1 s
+  EXPECT_DOUBLE_EQ(*phases.typical_s(), 0.1);  // 0.2, 0.1, 0.1, 0.1, 1
 }
