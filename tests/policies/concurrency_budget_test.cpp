@@ -865,6 +865,19 @@ TEST(HarvestConcurrency, NeedsTheGateFromTheSystem) {
             std::string::npos);
 }
 
+// Window `t` of 50 ms for the queue bound's tests: production (job 1) busy all of it, 1,000
+// kernels, or idle; the opportunistic job (job 2) launching `launches`.
+DeviceObservation queue_window(uint64_t t, bool production_busy, uint64_t launches) {
+  DeviceObservation d{.now_ns = t * 50'000'000ull, .window_ns = 50'000'000};
+  d.jobs.push_back({.job_id = 1,
+                    .job_class = JobClass::production,
+                    .launches = production_busy ? 1000u : 0u,
+                    .completed = production_busy ? 1000u : 0u,
+                    .in_flight_ns = production_busy ? 50'000'000u : 0u});
+  d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = launches});
+  return d;
+}
+
 // Production idle: the opportunistic job runs unpaused, whatever the mode of the last busy
 // period, but idle-gated, so that production's first launch holds it at once, and with a short
 // queue of its own work, so that production, back, waits little for what it had queued: 1/64 of
@@ -894,14 +907,7 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
                                 : last.paused               ? 0
                                 : last.production_idle_only ? 10
                                                             : 500;
-      DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
-      d.jobs.push_back({.job_id = 1,
-                        .job_class = JobClass::production,
-                        .launches = production_busy ? 1000u : 0u,
-                        .completed = production_busy ? 1000u : 0u,
-                        .in_flight_ns = production_busy ? 50'000'000u : 0u});
-      d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = launches});
-      return last = made.policy->decide(d)[1];
+      return last = made.policy->decide(queue_window(t++, production_busy, launches))[1];
     };
     const std::string where = "idle_queue_ms " + std::to_string(c.idle_queue_ms) + ", " +
                               std::to_string(c.busy_windows) + " busy windows, ";
@@ -944,16 +950,7 @@ TEST(HarvestConcurrency, ProductionsStartUpDoesNotSetTheIdleQueue) {
   ASSERT_TRUE(made.policy);
   uint64_t t = 0;
   auto window = [&](bool production_busy) {
-    DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
-    d.jobs.push_back({.job_id = 1,
-                      .job_class = JobClass::production,
-                      .launches = production_busy ? 1000u : 0u,
-                      .completed = production_busy ? 1000u : 0u,
-                      .in_flight_ns = production_busy ? 50'000'000u : 0u});
-    d.jobs.push_back({.job_id = 2,
-                      .job_class = JobClass::opportunistic,
-                      .launches = production_busy ? 0u : 1000u});
-    return made.policy->decide(d)[1];
+    return made.policy->decide(queue_window(t++, production_busy, production_busy ? 0 : 1000))[1];
   };
   for (const int busy_windows : {2, 2, 20, 20}) {
     for (int i = 0; i < busy_windows; ++i) window(true);
