@@ -612,6 +612,8 @@ class HarvestPolicy final : public Policy {
     const bool limited = !production_idle_ && limit_ != kNoLimit && !gating();
     const std::vector<double> shares =
         limited ? split_by_weight(limit_ * window_s_, claims) : std::vector<double>{};
+    // While production idles each opportunistic job may queue this much of its work.
+    const double idle_ms = idle_queue_ms(busy_phases_.typical_s(), queue_ms_, idle_queue_ms_);
     std::vector<Gate> gates;
     gates.reserve(device.jobs.size());
     size_t k = 0;
@@ -633,7 +635,6 @@ class HarvestPolicy final : public Policy {
                       : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
                                                                             : QueueState::other;
         const uint32_t least = std::max<uint32_t>(2, in_flight_);
-        const double idle_ms = idle_queue_ms(busy_phases_.typical_s(), queue_ms_, idle_queue_ms_);
         gate.max_in_flight =
             !kernel_gating_ && !concurrency_    ? in_flight_
             : gating() && !production_idle_     ? in_flight_
