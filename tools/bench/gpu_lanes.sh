@@ -45,7 +45,8 @@ for lane in "$@"; do
       timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
       | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
     rc=${PIPESTATUS[0]}
-    # Nor quit its MPS control daemons: the next call's MPS rows would fail (quit_mps.sh).
+    # A part stopped by the limit has not quit its MPS control daemons either: quit them here, or
+    # the next call's MPS rows fail (quit_mps.sh).
     bash tools/bench/quit_mps.sh "/tmp/bmps$i"
     # A part stopped mid-way has not archived its daemons' logs: do it here.
     for d in "$out/gpu$i"/*/logs; do
