@@ -358,6 +358,11 @@ std::array<double, kRunModes> ConcurrencyBudget::shares() const {
   return mode_shares(m, settings_, loss_debt(ran_, m, settings_));
 }
 
+bool ConcurrencyBudget::learning() const {
+  const std::optional<ModeCost> beside = measures().cost[index(RunMode::beside)];
+  return !beside || beside->samples < settings_.doubt_samples;
+}
+
 RunMode ConcurrencyBudget::next_period(RunMode finished) {
   for (auto& [id, series] : series_) close_period(series, finished);
   for (double& weight : ran_) weight *= 1 - 1 / kDebtMemory;

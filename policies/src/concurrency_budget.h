@@ -177,6 +177,9 @@ class ConcurrencyBudget {
 
   ModeMeasures measures() const;
   std::array<double, kRunModes> shares() const;
+  // Whether beside's cost is still being learnt: not yet known, or known from fewer than
+  // doubt_samples pairs of periods (the policy then runs shorter periods: learning_period_ms).
+  bool learning() const;
   // Ends the current period, run in `finished`, and returns the mode of the next: each mode's
   // periods make up its share, spread evenly (smooth weighted round robin).
   RunMode next_period(RunMode finished);
