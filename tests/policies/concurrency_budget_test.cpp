@@ -514,7 +514,7 @@ struct Case {
   double drift = 0;
   // ... and jitters: the same walk with a correlation time of 2 windows (100 ms). On the H100
   // (S5, 2026-11-26, calls 37-45) a resnet50 b8 training job's pairs of adjacent paused and
-  // beside periods spread by 0.08-0.3 in log speed whether each period held one, two or three
+  // beside periods spread by 0.08-0.35 in log speed whether each period held two or three
   // measured windows: that noise is of the period, not of the window, and does not average down
   // over a period's windows.
   double jitter = 0;
