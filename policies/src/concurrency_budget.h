@@ -85,7 +85,7 @@ struct ModeMeasures {
   // The share of a paused window in which the busiest production job had work in flight (the
   // median of recent paused windows; none: not measured yet). Gated runs the opportunistic jobs
   // only while no production job has work in flight: near 1, it has nothing to run in.
-  std::optional<double> busy = std::nullopt;
+  std::optional<double> busy;
 };
 
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
