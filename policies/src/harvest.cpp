@@ -451,12 +451,12 @@ class HarvestPolicy final : public Policy {
     // budget's share of production's time and not more (in a model with a 30 % cost, counting
     // them apart gave beside 0.19 of the windows for a share of 0.16).
     period_ns_ += device.window_ns;
-    // Shorter while beside's cost is learnt: on the H100 (S5, 2026-11-26, calls 37-45) the pairs
-    // of adjacent periods spread as much with two measured windows each as with three (their noise
-    // is of the period), so shorter periods learn the cost sooner, and a costly mode's learning
-    // periods cost production less (in the model of a fresh benchmark window, production kept
-    // 0.948 instead of 0.937 beside a job that running beside slows by 25 %, 0.966 instead of
-    // 0.945 at 36 %).
+    // Shorter while beside's cost is learnt: on the H100 (S5, 2026-11-26, calls 37-45) a noisy
+    // production job's pairs of adjacent periods spread little more with two measured windows each
+    // than with three (most of its noise is of the period; tools/bench/period_noise.py), so
+    // shorter periods learn the cost sooner, and a costly mode's learning periods cost production
+    // less (in the model of a fresh benchmark window, production kept 0.948 instead of 0.937
+    // beside a job that running beside slows by 25 %, 0.966 instead of 0.945 at 36 %).
     const bool period_over =
         period_ns_ >= (budget_.learning() ? learning_period_ns_ : control_period_ns_);
     const bool settling = settling_windows_ > 0;

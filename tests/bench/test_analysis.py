@@ -1,6 +1,7 @@
 """The benchmark harness's analysis (tools/bench), which turns raw completions into the figures of
 docs/benchmarks.md: checked here with numbers worked out by hand, no GPU needed."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from gpushare_hook import Gpushare, build_command, split_build, split_policy  # 
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
+import period_noise  # noqa: E402
 import tick_shares  # noqa: E402
 
 
@@ -112,6 +114,45 @@ class TickLog(unittest.TestCase):
         self.assertEqual(speeds["beside"], [25.0])
         self.assertEqual(speeds["gated"], [])
         self.assertTrue(measured.startswith("budget gated=0.010"))
+
+
+class PeriodNoise(unittest.TestCase):
+    """tools/bench/period_noise.py: pairs of adjacent paused and beside runs, k windows a side."""
+
+    @staticmethod
+    def tick(gate, done, in_flight_us=50000):
+        return (f"2026-11-26 11:54:28.284 gpushared trace: tick device=1 window=50000us "
+                f"job1:P:900l/0w/{done}c->inf/{in_flight_us}us-busy job2:O:900l/0w->inf{gate}")
+
+    def test_each_window_takes_the_gate_of_the_tick_before(self):
+        entries = period_noise.windows("\n".join(
+            [self.tick("(paused)", 1000), self.tick("", 2000), self.tick("", 1500, 10000)]))
+        self.assertIsNone(entries[0])  # no gate known before the first tick
+        self.assertEqual(entries[1], ("paused", math.log(40)))
+        self.assertIsNone(entries[2])  # in flight a fifth of the window: left out
+
+    def test_differences_leave_out_each_runs_first_window(self):
+        # Windows paused at 40, 32, 32, 32 kernels/ms, then beside at 40, 16, 24, 16 (each run's
+        # first left out): beside less paused over one window a side log(16/32); over two and
+        # three, the mean logs of the windows nearest the boundary. A line's gate is the next
+        # window's; the first line only sets it.
+        gates = ["(paused)"] * 4 + [""] * 4 + ["(paused)"]
+        done = [1000, 2000, 1600, 1600, 1600, 2000, 800, 1200, 800]
+        lines = [self.tick(g, d) for g, d in zip(gates, done)]
+        entries = period_noise.windows("\n".join(lines))
+        one = period_noise.differences(entries, 1)
+        two = period_noise.differences(entries, 2)
+        three = period_noise.differences(entries, 3)
+        self.assertEqual(len(one), 1)
+        self.assertAlmostEqual(one[0], math.log(16 / 32))
+        self.assertAlmostEqual(two[0], (math.log(16) + math.log(24)) / 2 - math.log(32))
+        self.assertAlmostEqual(three[0], (math.log(16) + math.log(24) + math.log(16)) / 3 - math.log(32))
+
+    def test_a_gap_breaks_the_pair(self):
+        gates = ["(paused)"] * 4 + [""] * 4
+        lines = [self.tick(g, 1600) for g in gates]
+        lines.insert(4, self.tick("", 0, 0))  # production idle between the runs
+        self.assertEqual(period_noise.differences(period_noise.windows("\n".join(lines)), 1), [])
 
 
 class QuitMps(unittest.TestCase):

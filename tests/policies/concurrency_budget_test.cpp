@@ -514,9 +514,9 @@ struct Case {
   double drift = 0;
   // ... and jitters: the same walk with a correlation time of 2 windows (100 ms). On the H100
   // (S5, 2026-11-26, calls 37-45) a resnet50 b8 training job's pairs of adjacent paused and
-  // beside periods spread by 0.08-0.35 in log speed whether each period held two or three
-  // measured windows: that noise is of the period, not of the window, and does not average down
-  // over a period's windows.
+  // beside periods spread by 0.09-0.37 in log speed with two measured windows each and by
+  // 0.11-0.35 with three (tools/bench/period_noise.py): most of that noise is of the period, not
+  // of the window, and does not average down over a period's windows.
   double jitter = 0;
   // Production's start-up: over its first this many busy windows its speed climbs from 0.1 of its
   // steady speed, whatever the mode (on the H200: 5, 15, 30, then 40 kernels/ms).

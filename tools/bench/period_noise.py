@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""How a budget period's length changes the noise of the cost it reads, from gpushared trace logs.
+
+The concurrency budget sets each period against the one just before it (docs/policies.md, "The
+concurrency budget"): the log of production's speed (kernels completed per ms in flight) over a
+period's measured windows, less the previous period's. Whether a period of fewer windows reads
+as well is a question of where production's noise lives: per window (it averages down over a
+period's windows) or per period (it does not). This replays the tick logs of the archives given
+(PART-logs.tgz, as gpu_round.sh writes them): for each pair of adjacent runs of paused and beside
+windows (production in flight at least 90 % of every window, the run's first window left out as
+the budget does), the difference "beside less paused" taken over k measured windows on each side
+of the boundary, for k = 1, 2 and 3. Printed per archive and k: pairs, mean (the effect: cost =
+1 - e^mean) and standard deviation (the noise of one pair).
+
+A window's mode is the gate the previous tick line gave (a tick line reports the window that just
+ended and the gate for the next one).
+
+Usage: python3 tools/bench/period_noise.py ARCHIVE.tgz ...
+  e.g. python3 tools/bench/period_noise.py docs/bench-results/2026-11-26-m/call4*-s5g1-logs.tgz
+"""
+import math
+import os
+import statistics
+import sys
+import tarfile
+
+from tick_shares import SPEED, TOKEN, WINDOW
+
+MEASURED = (1, 2, 3)
+FULL = 0.9  # production in flight at least this share of the window
+
+
+def windows(text):
+    """(mode, log speed) per tick line with one production and one opportunistic job; None where
+    production was not in flight most of the window or a line says nothing."""
+    out, gate = [], None
+    for line in text.splitlines():
+        if " tick device=" not in line:
+            continue
+        tokens = TOKEN.findall(line)
+        prods = [t for t in tokens if t[1] == "P"]
+        opps = [t for t in tokens if t[1] == "O"]
+        window = WINDOW.search(line)
+        entry = None
+        if gate and len(prods) == 1 and opps and window:
+            speed = SPEED.search(prods[0][4])
+            if speed:
+                done, in_flight_us = int(speed.group(1)), int(speed.group(2))
+                if done > 0 and in_flight_us >= FULL * int(window.group(1)):
+                    entry = (gate, math.log(done / (in_flight_us / 1000)))
+        out.append(entry)
+        if opps:
+            rest = opps[0][4]
+            gate = "paused" if "(paused)" in rest else "gated" if "(gated)" in rest else "beside"
+    return out
+
+
+def runs(entries):
+    """Runs of consecutive windows of one mode; None between runs that something broke apart."""
+    result, current = [], None
+    for entry in entries + [None]:
+        if entry is None:
+            if current:
+                result.append(current)
+            if result and result[-1] is not None:
+                result.append(None)
+            current = None
+        elif current and current[0] == entry[0]:
+            current[1].append(entry[1])
+        else:
+            if current:
+                result.append(current)
+            current = (entry[0], [entry[1]])
+    return result
+
+
+def differences(entries, k):
+    """Beside less paused over k measured windows either side of each paused-beside boundary."""
+    out = []
+    series = runs(entries)
+    for a, b in zip(series, series[1:]):
+        if a is None or b is None or {a[0], b[0]} != {"paused", "beside"}:
+            continue
+        before, after = a[1][1:][-k:], b[1][1:][:k]  # the first window of a run is not measured
+        if len(before) < k or len(after) < k:
+            continue
+        d = statistics.fmean(after) - statistics.fmean(before)
+        out.append(d if b[0] == "beside" else -d)
+    return out
+
+
+def main(paths):
+    if not paths:
+        print(__doc__.strip().splitlines()[-2])
+        return 2
+    print("| archive | measured windows per period | pairs | mean (beside less paused) | sd |")
+    print("|---|---|---|---|---|")
+    for path in paths:
+        pooled = {k: [] for k in MEASURED}
+        with tarfile.open(path) as tar:
+            for m in tar.getmembers():
+                name = os.path.basename(m.name)
+                if not (name.startswith("gpushared-") and name.endswith(".log")):
+                    continue
+                text = tar.extractfile(m).read().decode("utf-8", "replace")
+                entries = windows(text)
+                for k in MEASURED:
+                    pooled[k] += differences(entries, k)
+        for k in MEASURED:
+            d = pooled[k]
+            sd = f"{statistics.stdev(d):.3f}" if len(d) > 1 else "–"
+            mean = f"{statistics.fmean(d):+.3f}" if d else "–"
+            print(f"| {os.path.basename(path)} | {k} | {len(d)} | {mean} | {sd} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
