@@ -19,6 +19,7 @@ from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
 import period_noise  # noqa: E402
+import start_up  # noqa: E402
 import tick_shares  # noqa: E402
 
 
@@ -153,6 +154,22 @@ class PeriodNoise(unittest.TestCase):
         lines = [self.tick(g, 1600) for g in gates]
         lines.insert(4, self.tick("", 0, 0))  # production idle between the runs
         self.assertEqual(period_noise.differences(period_noise.windows("\n".join(lines)), 1), [])
+
+
+class StartUp(unittest.TestCase):
+    """tools/bench/start_up.py: windows before production runs at its steady speed."""
+
+    def test_speeds_are_kernels_per_ms_in_flight_of_windows_with_completions(self):
+        lines = [PeriodNoise.tick("(paused)", 1000), PeriodNoise.tick("", 0, 0),
+                 PeriodNoise.tick("", 500, 25000)]
+        self.assertEqual(start_up.speeds("\n".join(lines)), [20.0, 20.0])
+
+    def test_the_first_run_at_steady_speed_ends_the_start_up(self):
+        # Climbing for 12 windows, one of them already fast, then steady at 30 with one dip.
+        values = [3, 6, 9, 30, 12, 15, 18, 21, 21, 21, 21, 21] + [30] * 20 + [10] + [30] * 20
+        self.assertEqual(start_up.windows_to_steady(values), 7)  # 21 >= 0.7 x 30 from window 7
+        self.assertIsNone(start_up.windows_to_steady([30] * 10))  # too short to know its speed
+        self.assertIsNone(start_up.windows_to_steady([30, 1] * 30))  # never five in a row
 
 
 class QuitMps(unittest.TestCase):
