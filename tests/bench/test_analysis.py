@@ -19,6 +19,7 @@ from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
 import period_noise  # noqa: E402
+import round_plot  # noqa: E402
 import start_up  # noqa: E402
 import tick_shares  # noqa: E402
 
@@ -170,6 +171,37 @@ class StartUp(unittest.TestCase):
         self.assertEqual(start_up.windows_to_steady(values), 7)  # 21 >= 0.7 x 30 from window 7
         self.assertIsNone(start_up.windows_to_steady([30] * 10))  # too short to know its speed
         self.assertIsNone(start_up.windows_to_steady([30, 1] * 30))  # never five in a row
+
+
+class RoundPlot(unittest.TestCase):
+    """tools/bench/round_plot.py: the harness's tables, read back for a round's plot."""
+
+    S5 = """### S5
+| configuration | prod it/s | prod NT | opp NT (prod on) | opp NT (prod off) |
+|---|---|---|---|---|
+| isolated-prod | 21.3 [21.2–23.3] | – | – | – |
+| mps-prio | 20.7 [20.0–22.0] | 0.969 [0.938–1.031] | 0.850 [0.850–0.850] | 1.005 [1.005–1.005] |
+| gpushare:harvest:x@mps-ext | 21.3 [21.0–22.2] | 1.000 [0.984–1.039] | 0.522 [0.213–0.715] | 0.928 [0.928–0.986] |
+
+| another | table |
+|---|---|
+| mps-prio | 9 [9–9] |
+"""
+
+    def test_cells_and_rows(self):
+        self.assertEqual(round_plot.cell("0.522 [0.213–0.715]"), (0.522, 0.213, 0.715))
+        self.assertIsNone(round_plot.cell("–"))
+        rows = round_plot.table(self.S5)
+        self.assertEqual(set(rows), {"isolated-prod", "mps-prio", "gpushare:harvest:x@mps-ext"})
+        self.assertEqual(rows["mps-prio"]["opp NT (prod on)"], "0.850 [0.850–0.850]")
+
+    def test_measures_take_busy_columns_and_name_a_missing_row(self):
+        got = round_plot.measures(self.S5, [("new", "gpushare:harvest"), ("old", "gpushare:old+")])
+        self.assertEqual(got[0], ("new", ((1.0, 0.984, 1.039), (0.522, 0.213, 0.715))))
+        self.assertEqual(got[1], ("old", (None, None)))  # not run: no bars, no failure
+        picture = round_plot.svg([("S5 gappy", got)], ["new", "old"])
+        self.assertEqual(picture.count("<rect "), 2 + 2)  # two bars, two legend keys
+        self.assertIn("S5 gappy", picture)
 
 
 class QuitMps(unittest.TestCase):
