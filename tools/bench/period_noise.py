@@ -22,9 +22,8 @@ import math
 import os
 import statistics
 import sys
-import tarfile
 
-from tick_shares import SPEED, TOKEN, WINDOW
+from tick_shares import completions, daemon_logs, gate, ticks
 
 MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
@@ -33,25 +32,17 @@ FULL = 0.9  # production in flight at least this share of the window
 def windows(text):
     """(mode, log speed) per tick line with one production and one opportunistic job; None where
     production was not in flight most of the window or a line says nothing."""
-    out, gate = [], None
-    for line in text.splitlines():
-        if " tick device=" not in line:
-            continue
-        tokens = TOKEN.findall(line)
-        prods = [t for t in tokens if t[1] == "P"]
-        opps = [t for t in tokens if t[1] == "O"]
-        window = WINDOW.search(line)
+    out, previous = [], None
+    for tick in ticks(text):
         entry = None
-        if gate and len(prods) == 1 and opps and window:
-            speed = SPEED.search(prods[0][4])
-            if speed:
-                done, in_flight_us = int(speed.group(1)), int(speed.group(2))
-                if done > 0 and in_flight_us >= FULL * int(window.group(1)):
-                    entry = (gate, math.log(done / (in_flight_us / 1000)))
+        speed = completions(tick.production[0]) if len(tick.production) == 1 else None
+        if previous and tick.opportunistic and tick.window_us and speed:
+            done, in_flight_us = speed
+            if done > 0 and in_flight_us >= FULL * tick.window_us:
+                entry = (previous, math.log(done / (in_flight_us / 1000)))
         out.append(entry)
-        if opps:
-            rest = opps[0][4]
-            gate = "paused" if "(paused)" in rest else "gated" if "(gated)" in rest else "beside"
+        if tick.opportunistic:
+            previous = gate(tick.opportunistic[0])
     return out
 
 
@@ -97,15 +88,10 @@ def main(paths):
     print("|---|---|---|---|---|")
     for path in paths:
         pooled = {k: [] for k in MEASURED}
-        with tarfile.open(path) as tar:
-            for m in tar.getmembers():
-                name = os.path.basename(m.name)
-                if not (name.startswith("gpushared-") and name.endswith(".log")):
-                    continue
-                text = tar.extractfile(m).read().decode("utf-8", "replace")
-                entries = windows(text)
-                for k in MEASURED:
-                    pooled[k] += differences(entries, k)
+        for _, text in daemon_logs(path):
+            entries = windows(text)
+            for k in MEASURED:
+                pooled[k] += differences(entries, k)
         for k in MEASURED:
             d = pooled[k]
             sd = f"{statistics.stdev(d):.3f}" if len(d) > 1 else "–"

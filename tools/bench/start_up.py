@@ -15,9 +15,8 @@ import argparse
 import os
 import statistics
 import sys
-import tarfile
 
-from tick_shares import SPEED, TOKEN
+from tick_shares import completions, daemon_logs, ticks
 
 RUN = 5
 STEADY = 0.7
@@ -27,15 +26,10 @@ LEAST_WINDOWS = 40  # a log with fewer windows with progress says nothing of a s
 def speeds(text):
     """The production job's kernels per ms in flight, per window with completions, in order."""
     out = []
-    for line in text.splitlines():
-        if " tick device=" not in line:
-            continue
-        prods = [t for t in TOKEN.findall(line) if t[1] == "P"]
-        if len(prods) != 1:
-            continue
-        speed = SPEED.search(prods[0][4])
-        if speed and int(speed.group(1)) > 0 and int(speed.group(2)) > 0:
-            out.append(int(speed.group(1)) / (int(speed.group(2)) / 1000))
+    for tick in ticks(text):
+        speed = completions(tick.production[0]) if len(tick.production) == 1 else None
+        if speed and speed[0] > 0 and speed[1] > 0:
+            out.append(speed[0] / (speed[1] / 1000))
     return out
 
 
@@ -57,12 +51,8 @@ def main(argv):
     args = parser.parse_args(argv)
     for path in args.archives:
         counts = []
-        with tarfile.open(path) as tar:
-            for m in tar.getmembers():
-                name = os.path.basename(m.name)
-                if name.startswith("gpushared-") and name.endswith(".log"):
-                    text = tar.extractfile(m).read().decode("utf-8", "replace")
-                    counts.append(windows_to_steady(speeds(text)))
+        for _, text in daemon_logs(path):
+            counts.append(windows_to_steady(speeds(text)))
         known = sorted(c for c in counts if c is not None)
         beyond = sum(1 for c in known if c > args.warm_up_windows)
         print(f"{os.path.basename(path)}: windows to steady {known} (unknown: "

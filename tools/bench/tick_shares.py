@@ -22,10 +22,49 @@ import re
 import statistics
 import sys
 import tarfile
+from typing import NamedTuple, Optional
 
 TOKEN = re.compile(r"job(\d+):([PO]):(\d+)l/(\d+)w(\S*)")
 WINDOW = re.compile(r" window=(\d+)us")
 SPEED = re.compile(r"/(\d+)c->[^/]*/(\d+)us-busy")
+
+
+class Tick(NamedTuple):
+    """One tick line: the window's length (None if the line has none) and its job tokens."""
+    window_us: Optional[int]
+    production: list
+    opportunistic: list
+
+
+def ticks(text):
+    """The tick lines of a daemon log, in order."""
+    for line in text.splitlines():
+        if " tick device=" not in line:
+            continue
+        tokens = TOKEN.findall(line)
+        window = WINDOW.search(line)
+        yield Tick(int(window.group(1)) if window else None, [t for t in tokens if t[1] == "P"],
+                   [t for t in tokens if t[1] == "O"])
+
+
+def gate(token):
+    """An opportunistic token's gate for the next window: paused, gated or beside."""
+    return "paused" if "(paused)" in token[4] else "gated" if "(gated)" in token[4] else "beside"
+
+
+def completions(token):
+    """A production token's (kernels completed, µs in flight) in the window; None if not reported."""
+    speed = SPEED.search(token[4])
+    return (int(speed.group(1)), int(speed.group(2))) if speed else None
+
+
+def daemon_logs(path):
+    """(name, text) of each daemon log (gpushared-<policy>.log) in an archive."""
+    with tarfile.open(path) as tar:
+        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+            name = os.path.basename(m.name)
+            if name.startswith("gpushared-") and name.endswith(".log"):
+                yield name, tar.extractfile(m).read().decode("utf-8", "replace")
 
 
 def analyse(text):
@@ -35,29 +74,24 @@ def analyse(text):
     previous = None  # the opportunistic gate of the last tick
     last_budget = last_measured = None
     for line in text.splitlines():
-        if " tick device=" not in line:
-            continue
-        b = line.find(" budget ")
+        b = line.find(" budget ") if " tick device=" in line else -1
         if b >= 0:
             last_budget = line[b + 1:]
             if "?" not in last_budget.split(":")[0] and "?/" not in last_budget and "=?" not in last_budget:
                 last_measured = last_budget
-        tokens = TOKEN.findall(line)
-        prods = [t for t in tokens if t[1] == "P"]
-        opps = [t for t in tokens if t[1] == "O"]
+    for tick in ticks(text):
+        prods, opps = tick.production, tick.opportunistic
         if not prods or not opps:
             continue
         is_busy = any(int(t[2]) > 0 for t in prods)
         state = None
         for t in opps:
-            rest = t[4]
-            state = "paused" if "(paused)" in rest else "gated" if "(gated)" in rest else "beside"
+            state = gate(t)
             (busy if is_busy else idle)[state] += 1
-        window = WINDOW.search(line)
-        speed = SPEED.search(prods[0][4]) if len(prods) == 1 else None
-        if window and speed and state == previous:
-            done, in_flight_us = int(speed.group(1)), int(speed.group(2))
-            if in_flight_us >= 0.9 * int(window.group(1)):
+        speed = completions(prods[0]) if len(prods) == 1 else None
+        if tick.window_us and speed and state == previous:
+            done, in_flight_us = speed
+            if in_flight_us >= 0.9 * tick.window_us:
                 speeds[state].append(done / (in_flight_us / 1000))
         previous = state
     return busy, idle, last_budget, last_measured, speeds
@@ -79,20 +113,15 @@ def main(paths):
     print("|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
-        with tarfile.open(path) as tar:
-            for m in sorted(tar.getmembers(), key=lambda m: m.name):
-                name = os.path.basename(m.name)
-                if not (name.startswith("gpushared-") and name.endswith(".log")):
-                    continue
-                text = tar.extractfile(m).read().decode("utf-8", "replace")
-                busy, idle, last, measured, speeds = analyse(text)
-                policy = name[len("gpushared-"):-len(".log")]
-                nb, sb = shares(busy)
-                ni, si = shares(idle)
-                sp = " / ".join(f"{statistics.median(v):.1f} ({len(v)})" if v else "–"
-                                for v in (speeds[k] for k in ("paused", "gated", "beside")))
-                print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | "
-                      f"{last or '(none)'} | {measured or '(none)'} |")
+        for name, text in daemon_logs(path):
+            busy, idle, last, measured, speeds = analyse(text)
+            policy = name[len("gpushared-"):-len(".log")]
+            nb, sb = shares(busy)
+            ni, si = shares(idle)
+            sp = " / ".join(f"{statistics.median(v):.1f} ({len(v)})" if v else "–"
+                            for v in (speeds[k] for k in ("paused", "gated", "beside")))
+            print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | "
+                  f"{last or '(none)'} | {measured or '(none)'} |")
 
 
 if __name__ == "__main__":
