@@ -79,6 +79,12 @@ class Reaction(unittest.TestCase):
         profile = fold([0.1, 0.7, 0.8, 1.2, 1.9], window=2.0, period=1.0, bin_s=0.5)
         self.assertEqual(profile, [2.0, 3.0])
 
+    def test_fold_from_a_later_start(self):
+        # --late-s: only the periods from `start` on; 0.1 and 0.7 (the first period) are left out,
+        # and the bins are set from the start (1.2 in the first half, 1.9 in the second).
+        profile = fold([0.1, 0.7, 0.8, 1.2, 1.9], window=2.0, period=1.0, bin_s=0.5, start=1.0)
+        self.assertEqual(profile, [2.0, 2.0])
+
     def test_give_way_and_take_back(self):
         # Production on for 4 bins then off for 4 (bin 0.05 s); the opportunistic job drops from
         # 10 to 0 one bin after the on-edge and recovers two bins after the off-edge.

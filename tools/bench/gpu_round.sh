@@ -19,6 +19,9 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # S1_SKIP: the same for S1a and S1b alone (default: BENCH_SKIP), so that S1a can keep the
 # thread-limit rows its frontier is drawn from while the other parts leave them out.
 # S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3.
+# S5_WINDOW, S5_BUDGET, S5_LIMIT: the S5 parts' window, time budget and limit (seconds; defaults
+# below); S5_LATE: their NT also over the window after that many seconds (run.py --late-s), e.g. a
+# 20 s window with S5_LATE=6 tells a fresh daemon's learning from how it shares afterwards.
 read -ra extra_skip <<<"${BENCH_SKIP:-}"
 read -ra s1_skip <<<"${S1_SKIP-${BENCH_SKIP:-}}"
 ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
@@ -183,16 +186,16 @@ for part in "$@"; do
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s2-transformer) bench 570 --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 --reps 3 \
           --loads 0.3 0.5 --budget-s 520 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-gappy-1s) bench 280 --scenario S5 --out "$out/s5g1" --prod resnet50_train_b8 --window 6 --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-saturating-4s) bench 300 --scenario S5 --out "$out/s5s4" --prod resnet50_train_b32 --window 8 --reps "${REPS:-3}" \
-          --on-s 4 --off-s 4 --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-gappy-4s) bench 300 --scenario S5 --out "$out/s5g4" --prod resnet50_train_b8 --window 8 --reps "${REPS:-3}" \
-          --on-s 4 --off-s 4 --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-saturating-1s) bench 280 --scenario S5 --out "$out/s5s1" --prod resnet50_train_b32 --window 6 --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
-    s5-transformer) bench 280 --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window 6 --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s 250 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s5-gappy-1s) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5g1" --prod resnet50_train_b8 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s5-saturating-4s) bench "${S5_LIMIT:-300}" --scenario S5 --out "$out/s5s4" --prod resnet50_train_b32 --window "${S5_WINDOW:-8}" --reps "${REPS:-3}" \
+          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s5-gappy-4s) bench "${S5_LIMIT:-300}" --scenario S5 --out "$out/s5g4" --prod resnet50_train_b8 --window "${S5_WINDOW:-8}" --reps "${REPS:-3}" \
+          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s5-saturating-1s) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5s1" --prod resnet50_train_b32 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+    s5-transformer) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     # S3 starts and stops 36 workers: after its 270 s of windows, stopping them and writing the
     # table took more than the 30 s left by a 300 s limit (2026-11-24 and 2026-11-25: no table).
     # S3_POLICIES: its gpushare rows, when they differ from the other parts' (space-separated).

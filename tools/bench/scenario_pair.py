@@ -215,6 +215,17 @@ def run_s5(exp):
     iso_prod = spread([throughput(got[("isolated-prod", r)]["prod"], W, W) for r in range(args.reps)
                        if ("isolated-prod", r) in got])
     rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod})]
+    # --late-s: the same measures over the window's later whole on/off periods only, so that a
+    # policy's learning at the start of each (fresh) run can be told from how it shares afterwards.
+    period = on_s + off_s
+    late = period * int(max(0.0, getattr(args, "late_s", 0.0)) // period) if W >= 2 * period else 0.0
+    late = late if late < W - period + 1e-9 else 0.0
+
+    def late_rate(result):
+        return sum(1 for c in result["completions"] if late <= c <= W) / (W - late)
+
+    iso_prod_late = spread([late_rate(got[("isolated-prod", r)]["prod"]) for r in range(args.reps)
+                            if ("isolated-prod", r) in got]) if late else None
     profiles = {}
     for b in all_rows:
         if b == "isolated":
@@ -226,7 +237,7 @@ def run_s5(exp):
             rows.append({"config": b, "status": "not run", "reason": "window shorter than one on/off period"})
             continue
         per = {k: [] for k in ("prod_its", "opp_its", "prod_nt", "opp_nt_on", "opp_nt_off", "give_way_ms",
-                               "take_back_ms")}
+                               "take_back_ms", "prod_nt_late", "opp_nt_on_late", "opp_nt_off_late")}
         for r in range(args.reps):
             if (b, r) not in got or not iso_opp or not iso_prod:
                 continue
@@ -239,20 +250,26 @@ def run_s5(exp):
             per["prod_nt"].append(throughput(res["prod"], W, W) / iso_prod["median"])
             for k, v in rep_stats.items():
                 per[k].append(v)
+            if late:
+                late_prof = fold(res["opp"]["completions"], W, on_s + off_s, bin_s, start=late)
+                late_stats = reaction(late_prof, on_s, bin_s, iso_opp["median"])
+                per["prod_nt_late"].append(late_rate(res["prod"]) / iso_prod_late["median"])
+                per["opp_nt_on_late"].append(late_stats["opp_nt_on"])
+                per["opp_nt_off_late"].append(late_stats["opp_nt_off"])
         rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
     return {"workloads": {"production": prod, "opportunistic": opp}, "on_s": on_s, "off_s": off_s,
-            "bin_s": bin_s, "profiles": profiles, "rows": rows}
+            "bin_s": bin_s, "late_s": late, "profiles": profiles, "rows": rows}
 
 
-def fold(completions, window, period, bin_s):
+def fold(completions, window, period, bin_s, start=0.0):
     """The opportunistic job's rate (it/s) against time since the production on-edge, folded
-    over every whole period of the window."""
+    over every whole period of the window from `start` (a whole number of periods) on."""
     n_bins = int(round(period / bin_s))
-    periods = int(window // period)
+    periods = int((window - start) // period)
     counts = [0] * n_bins
     for c in completions:
-        if c < periods * period:
-            counts[min(n_bins - 1, int((c % period) / bin_s))] += 1
+        if start <= c < start + periods * period:
+            counts[min(n_bins - 1, int(((c - start) % period) / bin_s))] += 1
     return [n / (max(1, periods) * bin_s) for n in counts]
 
 
