@@ -13,7 +13,10 @@ call*-logs.tgz in the current folder):
     over windows in flight at least 90 % of the window, leaving out each mode's first window (the
     one the mode changed in). Beside a launch-bound job (2026-11-26, §4m) the budget's costs and
     these medians disagreed in some runs; this is what showed it.
-Usage: python3 tools/bench/tick_shares.py [archive.tgz ...]  (prints a markdown table)
+  - the beside share of the first EARLY busy ticks (default 60: the 3 s of busy production of a 6 s
+    S5 window at 1 s on / 1 s off, where a fresh daemon learns) and of the busy ticks after them
+    (a long window's, run.py --late-s).
+Usage: python3 tools/bench/tick_shares.py [--early N] [archive.tgz ...]  (prints a markdown table)
   e.g. python3 tools/bench/tick_shares.py docs/bench-results/2026-11-26-e/*-logs.tgz
 """
 import glob
@@ -70,6 +73,7 @@ def daemon_logs(path):
 def analyse(text):
     busy = {"paused": 0, "gated": 0, "beside": 0}
     idle = {"paused": 0, "gated": 0, "beside": 0}
+    busy_states = []  # the gate of each busy tick, in order
     speeds = {"paused": [], "gated": [], "beside": []}
     previous = None  # the opportunistic gate of the last tick
     last_budget = last_measured = None
@@ -88,13 +92,22 @@ def analyse(text):
         for t in opps:
             state = gate(t)
             (busy if is_busy else idle)[state] += 1
+            if is_busy:
+                busy_states.append(state)
         speed = completions(prods[0]) if len(prods) == 1 else None
         if tick.window_us and speed and state == previous:
             done, in_flight_us = speed
             if in_flight_us >= 0.9 * tick.window_us:
                 speeds[state].append(done / (in_flight_us / 1000))
         previous = state
-    return busy, idle, last_budget, last_measured, speeds
+    return busy, idle, last_budget, last_measured, speeds, busy_states
+
+
+def early_late(states, early):
+    """The beside share of the first `early` busy ticks and of those after ("–" where none)."""
+    def share(part):
+        return f"{sum(1 for s in part if s == 'beside') / len(part):.2f}" if part else "–"
+    return share(states[:early]), share(states[early:])
 
 
 def shares(d):
@@ -105,22 +118,27 @@ def shares(d):
 
 
 def main(paths):
+    early = 60
+    if paths[:1] == ["--early"]:
+        early, paths = int(paths[1]), paths[2:]
     if not paths:
         paths = sorted(glob.glob("call*-logs.tgz"))
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
           "| idle ticks | paused / gated / beside (prod idle) | prod kernels/ms paused / gated / beside "
-          "(windows) | last budget line | last fully measured budget |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"(windows) | beside, first {early} busy ticks / after | last budget line "
+          "| last fully measured budget |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         for name, text in daemon_logs(path):
-            busy, idle, last, measured, speeds = analyse(text)
+            busy, idle, last, measured, speeds, states = analyse(text)
             policy = name[len("gpushared-"):-len(".log")]
             nb, sb = shares(busy)
             ni, si = shares(idle)
             sp = " / ".join(f"{statistics.median(v):.1f} ({len(v)})" if v else "–"
                             for v in (speeds[k] for k in ("paused", "gated", "beside")))
-            print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | "
+            first, after = early_late(states, early)
+            print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | {first} / {after} | "
                   f"{last or '(none)'} | {measured or '(none)'} |")
 
 
