@@ -32,7 +32,7 @@ with tempfile.TemporaryDirectory() as out:
     cmd = [sys.executable, run_py, "--scenario", "S1", "--out", out, "--window", "1", "--reps", "2",
            "--prod", "sleep_train_b1", "--opp", "sleep_train_b1", "--shim", shim,
            "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs",
-           "--fresh-gpushare"]
+           "--fresh-gpushare", "--late-s", "0.5"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     except subprocess.TimeoutExpired as e:
@@ -74,6 +74,14 @@ with tempfile.TemporaryDirectory() as out:
         table = open(os.path.join(out, "S1.md")).read()
         if "| time-slicing |" not in table:
             problems.append("S1.md lacks the time-slicing row")
+        # --late-s: each shared row also over the window's second half, against the isolated
+        # windows' second halves (the sleep workload runs at the same rate in both).
+        for config in ("time-slicing", "gpushare:tgs"):
+            late = rows.get(config, {}).get("prod_nt_late") or {}
+            if not 0.8 <= late.get("median", 0) <= 1.25:
+                problems.append(f"{config}: production's NT after 0.5 s should be near 1: {late}")
+        if "prod NT after 0.5 s" not in table:
+            problems.append("S1.md lacks the late columns")
 if problems:
     sys.exit("\n".join(problems))
 print(f"harness smoke: {len(rows)} rows, no gpushared left behind; 1 passed, 0 failed")

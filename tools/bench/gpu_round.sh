@@ -18,7 +18,8 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # BENCH_SKIP: more baselines to leave out (a short check; every round of record keeps them).
 # S1_SKIP: the same for S1a and S1b alone (default: BENCH_SKIP), so that S1a can keep the
 # thread-limit rows its frontier is drawn from while the other parts leave them out.
-# S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3.
+# S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3. S1_LATE: S1a's and S1b's
+# NT also over the window after that many seconds (run.py --late-s).
 # S5_WINDOW, S5_BUDGET, S5_LIMIT: the S5 parts' window, time budget and limit (seconds; defaults
 # below); S5_LATE: their NT also over the window after that many seconds (run.py --late-s), e.g. a
 # 20 s window with S5_LATE=6 tells a fresh daemon's learning from how it shares afterwards.
@@ -179,9 +180,9 @@ for part in "$@"; do
           "solo-cost-builds-${part#solo-cost-builds:}" it_per_s \
           python3 tools/bench/solo_rate.py --workload "${part#solo-cost-builds:}" --seconds 5 --warmup-s 2 ;;
     s1a) bench 560 --scenario S1 --out "$out/s1a" --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" "${S1_ROWS[@]}" \
-           "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
+           --late-s "${S1_LATE:-0}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" \
-           "${S1_ROWS[@]}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
+           "${S1_ROWS[@]}" --late-s "${S1_LATE:-0}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s2) bench 570 --scenario S2 --out "$out/s2" --window 4 --reps 3 --loads 0.3 0.5 --budget-s 520 \
           "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s2-transformer) bench 570 --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 --reps 3 \

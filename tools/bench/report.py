@@ -38,9 +38,14 @@ def markdown(result):
             f"- cells: median [min–max] over repetitions", "", ""]
     rows = result["rows"]
     if s == "S1":
-        body = _table(["configuration", "prod it/s", "opp it/s", "prod NT", "opp NT", "total NT", "note"],
+        late = result.get("late_s") or 0
+        late_heads = [f"prod NT after {late:g} s", f"opp NT after {late:g} s"] if late else []
+        body = _table(["configuration", "prod it/s", "opp it/s", "prod NT", "opp NT", "total NT"] + late_heads
+                      + ["note"],
                       [[r["config"], fmt(r.get("prod_its"), 1), fmt(r.get("opp_its"), 1), fmt(r.get("prod_nt"), 3),
-                        fmt(r.get("opp_nt"), 3), fmt(r.get("total_nt"), 3), _note(r)] for r in rows])
+                        fmt(r.get("opp_nt"), 3), fmt(r.get("total_nt"), 3)]
+                       + ([fmt(r.get("prod_nt_late"), 3), fmt(r.get("opp_nt_late"), 3)] if late else [])
+                       + [_note(r)] for r in rows])
     elif s == "S2":
         iso_opp = next((r.get("opp_its") for r in rows if r["config"] == "isolated-opp"), None)
         caps = ", ".join(f"{c:.1f}" for c in result.get("capacity_windows_rps", []))

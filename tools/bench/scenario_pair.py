@@ -84,12 +84,21 @@ def run_s1(exp):
                                                                      [dict(task, job=0)], tags=["prod"])], W))
     units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, task, task, gs), W) for b in shared]
     thr = {}  # (config, rep) -> {"prod": it/s, "opp": it/s}
+    # --late-s: the same rates over the window after `late` seconds only (a fresh daemon learns at
+    # the window's start; this tells how it shares afterwards).
+    late = max(0.0, getattr(args, "late_s", 0.0))
+    late = late if late < W else 0.0
+    thr_late = {}
 
     def keep(unit, rep, res):
         thr[(unit.name, rep)] = {tag: throughput(r, W, W) for tag, r in res.items()}
+        if late:
+            thr_late[(unit.name, rep)] = {tag: sum(1 for c in r["completions"] if late <= c <= W) / (W - late)
+                                          for tag, r in res.items()}
 
     exp.run_reps(units, args.reps, keep)
     iso = {role: _pooled_isolated(thr, role, args.reps, k_iso) for role in ("prod", "opp")}
+    iso_late = {role: _pooled_isolated(thr_late, role, args.reps, k_iso) for role in ("prod", "opp")}
     rows = []
     for role in ("prod", "opp"):
         vals = iso[role]["values"]
@@ -108,9 +117,15 @@ def run_s1(exp):
         prod_its = [thr[(b, r)]["prod"] for r in range(args.reps) if (b, r) in thr]
         opp_its = [thr[(b, r)]["opp"] for r in range(args.reps) if (b, r) in thr]
         prod_nt, opp_nt = _nt_spread(prod_its, iso["prod"]), _nt_spread(opp_its, iso["opp"])
-        rows.append(_row(exp, b, {"prod_its": spread(prod_its), "opp_its": spread(opp_its),
-                                  "prod_nt": prod_nt, "opp_nt": opp_nt, "total_nt": _total_spread(prod_nt, opp_nt)}))
-    return {"workloads": {"production": prod, "opportunistic": opp}, "isolated_windows": k_iso, "rows": rows}
+        metrics = {"prod_its": spread(prod_its), "opp_its": spread(opp_its), "prod_nt": prod_nt, "opp_nt": opp_nt,
+                   "total_nt": _total_spread(prod_nt, opp_nt)}
+        if late:
+            for role in ("prod", "opp"):
+                metrics[f"{role}_nt_late"] = _nt_spread(
+                    [thr_late[(b, r)][role] for r in range(args.reps) if (b, r) in thr_late], iso_late[role])
+        rows.append(_row(exp, b, metrics))
+    return {"workloads": {"production": prod, "opportunistic": opp}, "isolated_windows": k_iso, "late_s": late,
+            "rows": rows}
 
 
 def _iso_name(role, k):
