@@ -115,7 +115,7 @@ class TickLog(unittest.TestCase):
                  self.tick("", 1250, 50000),           # 25
                  self.tick("", 600, 20000),            # in flight 40 % of the window: left out
                  self.tick("(gated)", 5, 1000, launched=0)]  # production idle
-        busy, idle, last, measured, speeds, states = tick_shares.analyse("\n".join(lines))
+        busy, idle, last, measured, speeds, states, per_window = tick_shares.analyse("\n".join(lines))
         self.assertEqual(busy, {"paused": 3, "gated": 0, "beside": 3})
         self.assertEqual(states, ["paused"] * 3 + ["beside"] * 3)
         self.assertEqual(tick_shares.early_late(states, 4), ("0.25", "1.00"))
@@ -124,6 +124,8 @@ class TickLog(unittest.TestCase):
         self.assertEqual(speeds["paused"], [32.0, 30.0])
         self.assertEqual(speeds["beside"], [25.0])
         self.assertEqual(speeds["gated"], [])
+        # Kernels per busy window, whatever its in-flight share (each mode's first left out).
+        self.assertEqual(per_window, {"paused": [1600, 1500], "gated": [], "beside": [1250, 600]})
         self.assertTrue(measured.startswith("budget gated=0.010"))
 
 

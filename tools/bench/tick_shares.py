@@ -13,6 +13,9 @@ call*-logs.tgz in the current folder):
     over windows in flight at least 90 % of the window, leaving out each mode's first window (the
     one the mode changed in). Beside a launch-bound job (2026-11-26, §4m) the budget's costs and
     these medians disagreed in some runs; this is what showed it.
+  - production's kernels completed per busy window in each mode (the median, every busy window
+    but each mode's first: a launch-bound job, in flight part of each window, shows its speed
+    here and not in the column above);
   - the beside share of the first EARLY busy ticks (default 60: the 3 s of busy production of a 6 s
     S5 window at 1 s on / 1 s off, where a fresh daemon learns) and of the busy ticks after them
     (a long window's, run.py --late-s).
@@ -70,11 +73,23 @@ def daemon_logs(path):
                 yield name, tar.extractfile(m).read().decode("utf-8", "replace")
 
 
+class Analysis(NamedTuple):
+    """analyse()'s readings of one daemon log (modes: paused, gated, beside)."""
+    busy: dict        # busy ticks per mode
+    idle: dict        # idle ticks per mode
+    last_budget: Optional[str]
+    last_measured: Optional[str]
+    speeds: dict      # production's kernels per ms in flight, windows in flight >= 90 %
+    busy_states: list  # the mode of each busy tick, in order
+    per_window: dict  # production's kernels completed per busy window, whatever its in-flight share
+
+
 def analyse(text):
     busy = {"paused": 0, "gated": 0, "beside": 0}
     idle = {"paused": 0, "gated": 0, "beside": 0}
     busy_states = []  # the gate of each busy tick, in order
     speeds = {"paused": [], "gated": [], "beside": []}
+    per_window = {"paused": [], "gated": [], "beside": []}  # kernels completed, every busy window
     previous = None  # the opportunistic gate of the last tick
     last_budget = last_measured = None
     for line in text.splitlines():
@@ -97,10 +112,12 @@ def analyse(text):
         speed = completions(prods[0]) if len(prods) == 1 else None
         if tick.window_us and speed and state == previous:
             done, in_flight_us = speed
+            if is_busy:
+                per_window[state].append(done)
             if in_flight_us >= 0.9 * tick.window_us:
                 speeds[state].append(done / (in_flight_us / 1000))
         previous = state
-    return busy, idle, last_budget, last_measured, speeds, busy_states
+    return Analysis(busy, idle, last_budget, last_measured, speeds, busy_states, per_window)
 
 
 def early_late(states, early):
@@ -125,20 +142,23 @@ def main(paths):
         paths = sorted(glob.glob("call*-logs.tgz"))
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
           "| idle ticks | paused / gated / beside (prod idle) | prod kernels/ms paused / gated / beside "
-          f"(windows) | beside, first {early} busy ticks / after | last budget line "
+          f"(windows) | prod kernels per busy window paused / gated / beside | beside, first {early} busy "
+          "ticks / after | last budget line "
           "| last fully measured budget |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         for name, text in daemon_logs(path):
-            busy, idle, last, measured, speeds, states = analyse(text)
+            busy, idle, last, measured, speeds, states, per_window = analyse(text)
             policy = name[len("gpushared-"):-len(".log")]
             nb, sb = shares(busy)
             ni, si = shares(idle)
             sp = " / ".join(f"{statistics.median(v):.1f} ({len(v)})" if v else "–"
                             for v in (speeds[k] for k in ("paused", "gated", "beside")))
             first, after = early_late(states, early)
-            print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | {first} / {after} | "
+            pw = " / ".join(f"{statistics.median(v):.0f} ({len(v)})" if v else "–"
+                            for v in (per_window[k] for k in ("paused", "gated", "beside")))
+            print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | {pw} | {first} / {after} | "
                   f"{last or '(none)'} | {measured or '(none)'} |")
 
 
