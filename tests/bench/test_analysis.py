@@ -214,6 +214,23 @@ class RoundPlot(unittest.TestCase):
         self.assertEqual(picture.count("<rect "), 2 + 2)  # two bars, two legend keys
         self.assertIn("S5 gappy", picture)
 
+    def test_late_columns(self):
+        # run.py --late-s adds "after X s" columns: #late draws those, else the whole window's.
+        late = """| configuration | prod NT | opp NT (prod on) | prod NT after 6 s | opp NT (prod on) after 6 s |
+|---|---|---|---|---|
+| mps-prio | 1.034 [0.923–1.070] | 0.784 [0.784–0.805] | 1.113 [1.000–1.146] | 0.780 [0.780–0.791] |
+"""
+        whole = round_plot.measures(late, [("MPS-prio", "mps-prio")])
+        after = round_plot.measures(late, [("MPS-prio", "mps-prio")], late=True)
+        self.assertEqual(whole[0][1], ((1.034, 0.923, 1.07), (0.784, 0.784, 0.805)))
+        self.assertEqual(after[0][1], ((1.113, 1.0, 1.146), (0.78, 0.78, 0.791)))
+        # S1's column is "opp NT", and its late form "opp NT after 6 s".
+        s1 = "| configuration | prod NT | opp NT | prod NT after 6 s | opp NT after 6 s |\n|---|---|---|---|---|\n" \
+             "| x | 1.0 [1.0–1.0] | 0.5 [0.5–0.5] | 0.9 [0.9–0.9] | 0.7 [0.7–0.7] |\n"
+        self.assertEqual(round_plot.measures(s1, [("x", "x")], late=True)[0][1],
+                         ((0.9, 0.9, 0.9), (0.7, 0.7, 0.7)))
+        self.assertEqual(round_plot.measures(self.S5, [("new", "gpushare")], late=True)[0][1], (None, None))
+
 
 class QuitMps(unittest.TestCase):
     """tools/bench/quit_mps.sh: what a lane stopped by its limit leaves, quit (gpu_lanes.sh)."""

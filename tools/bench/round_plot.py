@@ -8,7 +8,11 @@ configuration asked for, two bars: production's NT (S5: while busy) and the oppo
 (S5: while production is busy), each with its median and its range over the repetitions. Plain SVG:
 no plotting library is needed.
 
-Usage: python3 tools/bench/round_plot.py OUT.svg LABEL=PART.md ... [--row NAME=TEXT ...]
+A part given as LABEL=PART.md#late is drawn from the table's "after X s" columns (run.py --late-s:
+the window's later part, a fresh daemon's learning left out); the same table may be given twice,
+once each way.
+
+Usage: python3 tools/bench/round_plot.py OUT.svg LABEL=PART.md[#late] ... [--row NAME=TEXT ...]
   --row NAME=TEXT: a configuration to draw, the first table row whose configuration contains TEXT
   (default: MPS-prio=mps-prio).
   e.g. python3 tools/bench/round_plot.py docs/bench-results/2026-11-26-n/round.svg \\
@@ -48,20 +52,26 @@ def table(markdown):
     return rows
 
 
-def pick(row, columns):
+LATE = re.compile(r" after [0-9.]+ s$")
+
+
+def pick(row, columns, late=False):
+    """The first of `columns` the row has (late: that column's "after X s" form)."""
     for c in columns:
-        if c in row:
-            return cell(row[c])
+        for key in row:
+            if (LATE.sub("", key) == c and key != c) if late else key == c:
+                return cell(row[key])
     return None
 
 
-def measures(markdown, wanted):
+def measures(markdown, wanted, late=False):
     """For each (name, text) in `wanted`: (production, opportunistic), each (median, low, high)."""
     rows = table(markdown)
     out = []
     for name, text in wanted:
         row = next((r for config, r in rows.items() if text in config), None)
-        out.append((name, (pick(row, PRODUCTION), pick(row, OPPORTUNISTIC)) if row else (None, None)))
+        out.append((name, (pick(row, PRODUCTION, late), pick(row, OPPORTUNISTIC, late)) if row
+                    else (None, None)))
     return out
 
 
@@ -69,7 +79,8 @@ def svg(parts, names):
     """parts: [(label, [(name, (production, opportunistic))])]."""
     bar, gap, group_gap, top, height, left = 9, 3, 26, 40, 220, 50
     per_part = len(names) * 2 * (bar + gap) + group_gap
-    width = left + per_part * len(parts) + 20
+    # Room on the right for the last part's slanted label, and for the caption.
+    width = max(left + per_part * len(parts) + 150, 720)
     scale = height / 1.2
     y = lambda v: top + height - v * scale  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 115}" '
@@ -120,8 +131,9 @@ def main(argv):
     parts = []
     for part in args.parts:
         label, path = part.rsplit("=", 1)
-        with open(path, encoding="utf-8") as f:
-            parts.append((label, measures(f.read(), wanted)))
+        late = path.endswith("#late")
+        with open(path.removesuffix("#late"), encoding="utf-8") as f:
+            parts.append((label, measures(f.read(), wanted, late)))
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(svg(parts, [name for name, _ in wanted]))
     return 0
