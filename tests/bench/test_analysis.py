@@ -3,8 +3,10 @@ docs/benchmarks.md: checked here with numbers worked out by hand, no GPU needed.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -264,6 +266,47 @@ class QuitMps(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = self.run_script(os.path.join(tmp, "absent"), "/usr/bin:/bin")
             self.assertEqual((out.returncode, out.stderr), (0, ""))
+
+    def test_a_lane_stopped_by_its_limit_quits_its_control_daemons_and_still_archives(self):
+        # gpu_lanes.sh with a stand-in nvidia-smi (one GPU) and a stand-in gpu_round.sh that starts
+        # "its" MPS control daemon (a control pipe under the lane's folder), writes a table row and
+        # then outlasts LANE_S, as a part cut by the limit does.
+        bench = os.path.join(os.path.dirname(self.SCRIPT))
+        with tempfile.TemporaryDirectory() as tmp:
+            tools, bin_dir = os.path.join(tmp, "repo", "tools", "bench"), os.path.join(tmp, "bin")
+            os.makedirs(tools)
+            os.makedirs(bin_dir)
+            for name in ("gpu_lanes.sh", "quit_mps.sh"):
+                shutil.copy(os.path.join(bench, name), tools)
+            with open(os.path.join(tools, "gpu_round.sh"), "w") as f:
+                f.write('mkdir -p "$BENCH_TMP/mps-pipe" "$OUT/s5g1/logs"\n'
+                        'mkfifo "$BENCH_TMP/mps-pipe/control"\n'
+                        'echo "daemon log" > "$OUT/s5g1/logs/gpushared-x.log"\n'
+                        'echo "| row | 1 |"\n'
+                        'exec sleep 30\n')
+            record = os.path.join(tmp, "record")
+            stand_ins = {
+                "nvidia-smi": 'case "$*" in -L) echo "GPU 0: H100 (UUID: GPU-test)";; '
+                              '*uuid*) echo GPU-test;; *) echo "index, name";; esac',
+                "nvidia-cuda-mps-control": f'echo "$CUDA_MPS_PIPE_DIRECTORY:$(cat)" >> {record}',
+            }
+            for name, body in stand_ins.items():
+                with open(os.path.join(bin_dir, name), "w") as f:
+                    f.write(f"#!/bin/sh\n{body}\n")
+                os.chmod(os.path.join(bin_dir, name), 0o755)
+            out_dir, lanes_root = os.path.join(tmp, "out"), os.path.join(tmp, "lane")
+            env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=out_dir, LANE_S="2",
+                       LANE_CPUS="0", BENCH_TMP_ROOT=lanes_root)
+            run = subprocess.run(["bash", os.path.join(tools, "gpu_lanes.sh"), "s5-gappy-1s"], env=env,
+                                 capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(run.returncode, 0)  # the lane was stopped: its status says so
+            self.assertIn("lane 0 | row | 1 |", run.stdout)
+            with open(record) as f:
+                self.assertEqual(f.read().split(), [f"{lanes_root}0/mps-pipe:quit"])
+            with tarfile.open(os.path.join(out_dir, "lane0.tgz")) as tar:
+                names = tar.getnames()
+            self.assertIn("./s5g1-logs.tgz", names)  # the stopped part's daemon logs, archived
+            self.assertIn("./lane.log", names)
 
 
 class MemoryScenario(unittest.TestCase):

@@ -23,6 +23,8 @@ if [ "$#" -gt "$gpus" ]; then
 fi
 mapfile -t uuids < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
 lane_s=${LANE_S:-540}
+# Lane i's private folder (MPS pipes and logs, sockets): $BENCH_TMP_ROOT$i, default /tmp/bmpsI.
+tmp_root=${BENCH_TMP_ROOT:-/tmp/bmps}
 # Each lane on its own share of the host's cores: on the four-GPU host (64 cores) a launch-bound
 # resnet50 b8 job's speed spread by a factor of 4 between windows with every lane's workers on
 # every core (2026-11-26, S1b's isolated runs). LANE_CPUS=0 leaves the lanes unpinned.
@@ -41,13 +43,13 @@ for lane in "$@"; do
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm --format=csv >"$out/gpu$i/gpus.csv" 2>&1
   (
     # shellcheck disable=SC2086,SC2046  # a lane is a word list of parts; pin is a command prefix
-    CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="/tmp/bmps$i" \
+    CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="$tmp_root$i" \
       timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
       | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
     rc=${PIPESTATUS[0]}
     # A part stopped by the limit has not quit its MPS control daemons either: quit them here, or
     # the next call's MPS rows fail (quit_mps.sh).
-    bash tools/bench/quit_mps.sh "/tmp/bmps$i"
+    bash tools/bench/quit_mps.sh "$tmp_root$i"
     # A part stopped mid-way has not archived its daemons' logs: do it here.
     for d in "$out/gpu$i"/*/logs; do
       [ -d "$d" ] && tar czf "$d-.tgz" -C "$d" . 2>/dev/null && mv "$d-.tgz" "${d%/logs}-logs.tgz" && rm -rf "$d"
