@@ -67,6 +67,12 @@ const ParameterSpec kParameters[] = {
      true},
     {"idle_windows", 3, 1, 100,
      "windows with every production job idle before opportunistic work runs unlimited", true},
+    {"idle_release", 1, 0, 1,
+     "with concurrency: 1: a window in which every production job was idle releases the "
+     "opportunistic jobs the budget holds paused at once, idle-gated (held the moment production "
+     "launches again) with the in_flight bound, before idle_windows declare production idle; 0: "
+     "they wait for idle_windows",
+     true},
     {"in_flight", 0, 0, 1024, "kernels each opportunistic job may have in flight; 0 is no bound",
      true},
     {"kernel_gating", 0, 0, 1,
@@ -194,6 +200,7 @@ class HarvestPolicy final : public Policy {
         probe_interval_ns_(static_cast<uint64_t>(p.at("probe_interval_ms") * 1e6)),
         noise_margin_(p.at("noise_margin")),
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
+        idle_release_(p.at("idle_release") != 0),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
         queue_ms_(p.at("queue_ms")),
         idle_queue_ms_(p.at("idle_queue_ms")),
@@ -629,6 +636,19 @@ class HarvestPolicy final : public Policy {
         limited ? split_by_weight(limit_ * window_s_, claims) : std::vector<double>{};
     // While production idles each opportunistic job may queue this much of its work.
     const double idle_ms = idle_queue_ms(busy_phases_.typical_s(), queue_ms_, idle_queue_ms_);
+    // idle_release: production idle for a window while the budget holds the opportunistic jobs
+    // paused. Waiting for idle_windows (3) to declare it idle left the GPU idle for 150-200 ms of
+    // each of production's idle phases (S5 on the H100, 2026-11-27: take back 200 ms beside a
+    // transformer server, against 50 ms where the budget ran them beside production). Released
+    // now, idle-gated as in gated periods: the relay holds them the moment production launches
+    // again, and production meets at most the in-flight bound of their kernels (at client
+    // priority 1 on MPS it waits only for the blocks already running). The window of its return
+    // is measured as before, in every mode alike: skipping it in paused periods alone would leave
+    // a return's slow start (clocks, production's own restart) to beside's and gated's account,
+    // and a server busy one window at a time would never be measured at all if every return were
+    // skipped. Not in a probe of the rate law: its windows must be clean.
+    const bool released = idle_release_ && concurrency_ && !production_idle_ && idle_windows_ > 0 &&
+                          mode_ == RunMode::paused && probe_ == Probe::off;
     std::vector<Gate> gates;
     gates.reserve(device.jobs.size());
     size_t k = 0;
@@ -644,7 +664,7 @@ class HarvestPolicy final : public Policy {
         // While production idles that is up to idle_queue_ms, as its busy phases allow.
         OpportunisticJob& state = opportunistic_[job.job_id];
         const bool paused = (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
-                            !production_idle_;
+                            !production_idle_ && !released;
         state.state = !kernel_gating_ && !concurrency_                      ? QueueState::other
                       : production_idle_                                    ? QueueState::idle
                       : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
@@ -653,6 +673,7 @@ class HarvestPolicy final : public Policy {
         gate.max_in_flight =
             !kernel_gating_ && !concurrency_    ? in_flight_
             : gating() && !production_idle_     ? in_flight_
+            : released                          ? least
             : state.state == QueueState::idle   ? state.idle_rate.bound(idle_ms, least)
             : state.state == QueueState::beside ? state.beside_rate.bound(queue_ms_, least)
                                                 : 0;
@@ -662,7 +683,7 @@ class HarvestPolicy final : public Policy {
         // only 0.87-0.91, losing each on-phase's start to the opportunistic launches of up to a
         // window, and that window is not measured (the first one after production's return is
         // skipped), so the budget cannot see that loss to ration it.
-        gate.production_idle_only = gating() || (concurrency_ && production_idle_);
+        gate.production_idle_only = gating() || released || (concurrency_ && production_idle_);
         // The budget compares production's speed per busy second in every mode: the relay must
         // sample its busy time in paused and beside periods too.
         gate.measure_production = concurrency_;
@@ -683,7 +704,9 @@ class HarvestPolicy final : public Policy {
   const double target_, tolerance_, halve_deviation_, decrease_, increase_;
   const uint64_t control_period_ns_, learning_period_ns_, probe_interval_ns_;
   const double noise_margin_;
-  const uint32_t idle_windows_needed_, in_flight_;
+  const uint32_t idle_windows_needed_;
+  const bool idle_release_;
+  const uint32_t in_flight_;
   const double queue_ms_, idle_queue_ms_;
   const uint64_t warm_up_ns_;
   const bool kernel_gating_;
