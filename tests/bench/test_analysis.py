@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", 
 
 import baselines  # noqa: E402
 from compare import verdict  # noqa: E402
-from experiment import percentile, spread, throughput  # noqa: E402
+from experiment import percentile, spread, throughput, throughput_from  # noqa: E402
 import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
@@ -40,6 +40,8 @@ class Statistics(unittest.TestCase):
     def test_throughput_counts_completions_inside_the_task(self):
         result = {"completions": [0.5, 1.0, 1.5, 2.5]}
         self.assertEqual(throughput(result, task_len=2.0, window_s=4.0), 0.75)
+        # --late-s: from 1 s to 3 s, three completions in 2 s.
+        self.assertEqual(throughput_from(result, 1.0, 3.0), 1.5)
 
     def test_verdict_against_the_first_runs_range(self):
         first = {"median": 1.0, "min": 0.9, "max": 1.1}

@@ -111,6 +111,12 @@ def throughput(result, task_len, window_s):
     return sum(1 for c in result["completions"] if c <= task_len) / window_s
 
 
+def throughput_from(result, start, end):
+    """Iterations completed from `start` to `end` (seconds into the window), per second of that span
+    (run.py --late-s: the window after a policy's learning)."""
+    return sum(1 for c in result["completions"] if start <= c <= end) / (end - start)
+
+
 def percentile(values, q):
     """Linear-interpolated percentile of a non-empty list, q in [0, 100]."""
     vals = sorted(values)

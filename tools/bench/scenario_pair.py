@@ -11,7 +11,7 @@ import sys
 
 import baselines as bl
 from harness import Placement
-from experiment import Unit, percentile, spread, throughput
+from experiment import Unit, percentile, spread, throughput, throughput_from
 from gpushare_hook import Gpushare
 
 NOT_APPLICABLE = {
@@ -93,8 +93,7 @@ def run_s1(exp):
     def keep(unit, rep, res):
         thr[(unit.name, rep)] = {tag: throughput(r, W, W) for tag, r in res.items()}
         if late:
-            thr_late[(unit.name, rep)] = {tag: sum(1 for c in r["completions"] if late <= c <= W) / (W - late)
-                                          for tag, r in res.items()}
+            thr_late[(unit.name, rep)] = {tag: throughput_from(r, late, W) for tag, r in res.items()}
 
     exp.run_reps(units, args.reps, keep)
     iso = {role: _pooled_isolated(thr, role, args.reps, k_iso) for role in ("prod", "opp")}
@@ -235,11 +234,7 @@ def run_s5(exp):
     period = on_s + off_s
     late = period * int(max(0.0, getattr(args, "late_s", 0.0)) // period) if W >= 2 * period else 0.0
     late = late if late < W - period + 1e-9 else 0.0
-
-    def late_rate(result):
-        return sum(1 for c in result["completions"] if late <= c <= W) / (W - late)
-
-    iso_prod_late = spread([late_rate(got[("isolated-prod", r)]["prod"]) for r in range(args.reps)
+    iso_prod_late = spread([throughput_from(got[("isolated-prod", r)]["prod"], late, W) for r in range(args.reps)
                             if ("isolated-prod", r) in got]) if late else None
     profiles = {}
     for b in all_rows:
@@ -268,7 +263,7 @@ def run_s5(exp):
             if late:
                 late_prof = fold(res["opp"]["completions"], W, on_s + off_s, bin_s, start=late)
                 late_stats = reaction(late_prof, on_s, bin_s, iso_opp["median"])
-                per["prod_nt_late"].append(late_rate(res["prod"]) / iso_prod_late["median"])
+                per["prod_nt_late"].append(throughput_from(res["prod"], late, W) / iso_prod_late["median"])
                 per["opp_nt_on_late"].append(late_stats["opp_nt_on"])
                 per["opp_nt_off_late"].append(late_stats["opp_nt_off"])
         rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
