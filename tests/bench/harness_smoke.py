@@ -1,4 +1,4 @@
-"""Runs the harness's S1 on the no-GPU "sleep" workload and checks the table it writes, that each
+"""Runs the harness's S1 and S5 on the no-GPU "sleep" workload and checks the tables they write, that each
 repetition's gpushare row ran under a daemon of its own (--fresh-gpushare), and that it leaves no
 gpushared behind, whether it passes or fails."""
 import json
@@ -28,16 +28,18 @@ def processes_naming(text):
 
 run_py, gpushared, shim = sys.argv[1:4]
 problems = []
-with tempfile.TemporaryDirectory() as out:
-    cmd = [sys.executable, run_py, "--scenario", "S1", "--out", out, "--window", "1", "--reps", "2",
-           "--prod", "sleep_train_b1", "--opp", "sleep_train_b1", "--shim", shim,
-           "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs",
-           "--fresh-gpushare", "--late-s", "0.5"]
+
+
+def run_harness(out, scenario_args):
+    """run.py on the sleep workload with one gpushare row (tgs, fresh daemons); whatever happens,
+    nothing of the run may still be running afterwards: reported and killed."""
+    cmd = [sys.executable, run_py, "--out", out, "--prod", "sleep_train_b1", "--opp", "sleep_train_b1",
+           "--shim", shim, "--gpushare-daemon", gpushared + " --config {config}", "--gpushare-policy", "tgs",
+           "--fresh-gpushare"] + scenario_args
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
     except subprocess.TimeoutExpired as e:
         r = subprocess.CompletedProcess(cmd, -1, e.stdout or "", e.stderr or "")
-    # Whatever happened above, nothing of this run may still be running: report and kill it.
     left = processes_naming(out)
     for pid in left:
         try:
@@ -46,6 +48,28 @@ with tempfile.TemporaryDirectory() as out:
             pass
     if left:
         problems.append(f"left {len(left)} gpushared running after run.py exited: pids {left}")
+    return r
+
+
+# S5 with --late-s: every on/off measure also over the window's second half (whole periods).
+with tempfile.TemporaryDirectory() as out:
+    r = run_harness(out, ["--scenario", "S5", "--window", "4", "--reps", "1", "--on-s", "1", "--off-s", "1",
+                          "--late-s", "2", "--skip", "mps", "mps-prio", "mps-thr10", "mps-thr20", "mps-thr30",
+                          "streams", "ticktock", "sequential"])
+    if r.returncode != 0:
+        problems.append(f"run.py S5 failed ({r.returncode}):\n{str(r.stdout)[-2000:]}\n{str(r.stderr)[-2000:]}")
+    else:
+        result = json.load(open(os.path.join(out, "S5.json")))
+        if result.get("late_s") != 2:
+            problems.append(f"S5's late span should start at 2 s: {result.get('late_s')}")
+        for row in result["rows"]:
+            if row["config"] in ("time-slicing", "gpushare:tgs"):
+                for key in ("prod_nt", "prod_nt_late", "opp_nt_off_late"):
+                    if not 0.8 <= (row.get(key) or {}).get("median", 0) <= 1.25:
+                        problems.append(f"S5 {row['config']}: {key} should be near 1: {row.get(key)}")
+
+with tempfile.TemporaryDirectory() as out:
+    r = run_harness(out, ["--scenario", "S1", "--window", "1", "--reps", "2", "--late-s", "0.5"])
     if r.returncode != 0:
         problems.append(f"run.py failed ({r.returncode}):\n{str(r.stdout)[-2000:]}\n{str(r.stderr)[-2000:]}")
     else:

@@ -226,16 +226,19 @@ def run_s5(exp):
     exp.run_reps(units, args.reps, lambda u, r, res: got.__setitem__((u.name, r), res))
     iso_opp = spread([throughput(got[("isolated-opp", r)]["opp"], W, W) for r in range(args.reps)
                       if ("isolated-opp", r) in got])
-    iso_prod = spread([throughput(got[("isolated-prod", r)]["prod"], W, W) for r in range(args.reps)
-                       if ("isolated-prod", r) in got])
-    rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod})]
     # --late-s: the same measures over the window's later whole on/off periods only, so that a
     # policy's learning at the start of each (fresh) run can be told from how it shares afterwards.
     period = on_s + off_s
     late = period * int(max(0.0, getattr(args, "late_s", 0.0)) // period) if W >= 2 * period else 0.0
     late = late if late < W - period + 1e-9 else 0.0
-    iso_prod_late = spread([throughput_from(got[("isolated-prod", r)]["prod"], late, W) for r in range(args.reps)
-                            if ("isolated-prod", r) in got]) if late else None
+    spans = {"": 0.0, "_late": late} if late else {"": 0.0}  # column suffix -> start of the span
+
+    def prod_rate(result, start):
+        return throughput(result, W, W) if start == 0 else throughput_from(result, start, W)
+
+    iso_prod = {suffix: spread([prod_rate(got[("isolated-prod", r)]["prod"], start) for r in range(args.reps)
+                                if ("isolated-prod", r) in got]) for suffix, start in spans.items()}
+    rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod[""]})]
     profiles = {}
     for b in all_rows:
         if b == "isolated":
@@ -246,26 +249,21 @@ def run_s5(exp):
         if W < on_s + off_s:
             rows.append({"config": b, "status": "not run", "reason": "window shorter than one on/off period"})
             continue
-        per = {k: [] for k in ("prod_its", "opp_its", "prod_nt", "opp_nt_on", "opp_nt_off", "give_way_ms",
-                               "take_back_ms", "prod_nt_late", "opp_nt_on_late", "opp_nt_off_late")}
+        per = {}
         for r in range(args.reps):
-            if (b, r) not in got or not iso_opp or not iso_prod:
+            if (b, r) not in got or not iso_opp or not iso_prod[""]:
                 continue
             res = got[(b, r)]
-            per["prod_its"].append(throughput(res["prod"], W, W))
-            per["opp_its"].append(throughput(res["opp"], W, W))
-            prof = fold(res["opp"]["completions"], W, on_s + off_s, bin_s)
-            profiles.setdefault(b, []).append(prof)
-            rep_stats = reaction(prof, on_s, bin_s, iso_opp["median"])
-            per["prod_nt"].append(throughput(res["prod"], W, W) / iso_prod["median"])
-            for k, v in rep_stats.items():
-                per[k].append(v)
-            if late:
-                late_prof = fold(res["opp"]["completions"], W, on_s + off_s, bin_s, start=late)
-                late_stats = reaction(late_prof, on_s, bin_s, iso_opp["median"])
-                per["prod_nt_late"].append(throughput_from(res["prod"], late, W) / iso_prod_late["median"])
-                per["opp_nt_on_late"].append(late_stats["opp_nt_on"])
-                per["opp_nt_off_late"].append(late_stats["opp_nt_off"])
+            per.setdefault("prod_its", []).append(throughput(res["prod"], W, W))
+            per.setdefault("opp_its", []).append(throughput(res["opp"], W, W))
+            for suffix, start in spans.items():
+                prof = fold(res["opp"]["completions"], W, period, bin_s, start=start)
+                if not suffix:
+                    profiles.setdefault(b, []).append(prof)
+                stats = reaction(prof, on_s, bin_s, iso_opp["median"])
+                stats["prod_nt"] = prod_rate(res["prod"], start) / iso_prod[suffix]["median"]
+                for k, v in stats.items():
+                    per.setdefault(k + suffix, []).append(v)
         rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
     return {"workloads": {"production": prod, "opportunistic": opp}, "on_s": on_s, "off_s": off_s,
             "bin_s": bin_s, "late_s": late, "profiles": profiles, "rows": rows}

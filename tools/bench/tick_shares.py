@@ -85,9 +85,8 @@ class Analysis(NamedTuple):
 
 
 def analyse(text):
-    busy = {"paused": 0, "gated": 0, "beside": 0}
     idle = {"paused": 0, "gated": 0, "beside": 0}
-    busy_states = []  # the gate of each busy tick, in order
+    busy_states = []  # the gate of each busy tick, in order (their counts: `busy` below)
     speeds = {"paused": [], "gated": [], "beside": []}
     per_window = {"paused": [], "gated": [], "beside": []}  # kernels completed, every busy window
     previous = None  # the opportunistic gate of the last tick
@@ -106,9 +105,10 @@ def analyse(text):
         state = None
         for t in opps:
             state = gate(t)
-            (busy if is_busy else idle)[state] += 1
             if is_busy:
                 busy_states.append(state)
+            else:
+                idle[state] += 1
         speed = completions(prods[0]) if len(prods) == 1 else None
         if tick.window_us and speed and state == previous:
             done, in_flight_us = speed
@@ -117,6 +117,7 @@ def analyse(text):
             if in_flight_us >= 0.9 * tick.window_us:
                 speeds[state].append(done / (in_flight_us / 1000))
         previous = state
+    busy = {mode: busy_states.count(mode) for mode in ("paused", "gated", "beside")}
     return Analysis(busy, idle, last_budget, last_measured, speeds, busy_states, per_window)
 
 
