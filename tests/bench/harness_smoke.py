@@ -51,10 +51,11 @@ def run_harness(out, scenario_args):
     return r
 
 
-# S5 with --late-s: every on/off measure also over the window's second half (whole periods).
+# S5 with --late-s: every on/off measure also over the window's second half (whole periods); with
+# --prod-controls, production's on/off alone under the gpushare row's shim and daemon too.
 with tempfile.TemporaryDirectory() as out:
     r = run_harness(out, ["--scenario", "S5", "--window", "4", "--reps", "1", "--on-s", "1", "--off-s", "1",
-                          "--late-s", "2", "--skip", "mps", "mps-prio", "mps-thr10", "mps-thr20", "mps-thr30",
+                          "--late-s", "2", "--prod-controls", "--skip", "mps", "mps-prio", "mps-thr10", "mps-thr20", "mps-thr30",
                           "streams", "ticktock", "sequential"])
     if r.returncode != 0:
         problems.append(f"run.py S5 failed ({r.returncode}):\n{str(r.stdout)[-2000:]}\n{str(r.stderr)[-2000:]}")
@@ -63,10 +64,15 @@ with tempfile.TemporaryDirectory() as out:
         if result.get("late_s") != 2:
             problems.append(f"S5's late span should start at 2 s: {result.get('late_s')}")
         for row in result["rows"]:
-            if row["config"] in ("time-slicing", "gpushare:tgs"):
-                for key in ("prod_nt", "prod_nt_late", "opp_nt_off_late"):
+            if row["config"] in ("time-slicing", "gpushare:tgs", "isolated-prod-gs"):
+                control = row["config"].startswith("isolated")  # production alone: no opportunistic NT
+                for key in ("prod_nt", "prod_nt_late") + (() if control else ("opp_nt_off_late",)):
                     if not 0.8 <= (row.get(key) or {}).get("median", 0) <= 1.25:
                         problems.append(f"S5 {row['config']}: {key} should be near 1: {row.get(key)}")
+        if "isolated-prod-gs" not in {row["config"] for row in result["rows"]}:
+            problems.append(f"S5 --prod-controls should add isolated-prod-gs: {result['rows']}")
+        if "| isolated-prod-gs |" not in open(os.path.join(out, "S5.md")).read():
+            problems.append("S5.md lacks the isolated-prod-gs row")
 
 with tempfile.TemporaryDirectory() as out:
     r = run_harness(out, ["--scenario", "S1", "--window", "1", "--reps", "2", "--late-s", "0.5"])

@@ -23,6 +23,10 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # S5_WINDOW, S5_BUDGET, S5_LIMIT: the S5 parts' window, time budget and limit (seconds; defaults
 # below); S5_LATE: their NT also over the window after that many seconds (run.py --late-s), e.g. a
 # 20 s window with S5_LATE=6 tells a fresh daemon's learning from how it shares afterwards.
+# S5_CONTROLS=1: the S5 parts also run production alone as an MPS client and under the shim
+# (run.py --prod-controls; two more windows a repetition).
+S5_OPTS=(--late-s "${S5_LATE:-0}")
+[ "${S5_CONTROLS:-0}" = 1 ] && S5_OPTS+=(--prod-controls)
 read -ra extra_skip <<<"${BENCH_SKIP:-}"
 read -ra s1_skip <<<"${S1_SKIP-${BENCH_SKIP:-}}"
 ROWS=(--skip sequential streams ticktock mps-thr30 "${extra_skip[@]}")
@@ -188,15 +192,15 @@ for part in "$@"; do
     s2-transformer) bench 570 --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 --reps 3 \
           --loads 0.3 0.5 --budget-s 520 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s5-gappy-1s) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5g1" --prod resnet50_train_b8 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s5-saturating-4s) bench "${S5_LIMIT:-300}" --scenario S5 --out "$out/s5s4" --prod resnet50_train_b32 --window "${S5_WINDOW:-8}" --reps "${REPS:-3}" \
-          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s5-gappy-4s) bench "${S5_LIMIT:-300}" --scenario S5 --out "$out/s5g4" --prod resnet50_train_b8 --window "${S5_WINDOW:-8}" --reps "${REPS:-3}" \
-          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+          --on-s 4 --off-s 4 --budget-s "${S5_BUDGET:-270}" "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s5-saturating-1s) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5s1" --prod resnet50_train_b32 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s5-transformer) bench "${S5_LIMIT:-280}" --scenario S5 --out "$out/s5t" --prod transformer_infer_b8 --window "${S5_WINDOW:-6}" --reps "${REPS:-3}" \
-          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" --late-s "${S5_LATE:-0}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+          --on-s 1 --off-s 1 --budget-s "${S5_BUDGET:-250}" "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     # S3 starts and stops 36 workers: after its 270 s of windows, stopping them and writing the
     # table took more than the 30 s left by a 300 s limit (2026-11-24 and 2026-11-25: no table).
     # S3_POLICIES: its gpushare rows, when they differ from the other parts' (space-separated).
@@ -213,7 +217,7 @@ for part in "$@"; do
       IFS=: read -r _ prod opp on off <<<"$part"
       window=$(python3 -c "print(min(12.0, max(6.0, 3 * ($on + $off))))")
       bench 300 --scenario S5 --out "$out/s5-$prod-$opp-$on-$off" --prod "$prod" --opp "$opp" --window "$window" \
-        --reps "${REPS:-3}" --on-s "$on" --off-s "$off" --budget-s 270 "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
+        --reps "${REPS:-3}" --on-s "$on" --off-s "$off" --budget-s 270 "${S5_OPTS[@]}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s1:*:*)
       IFS=: read -r _ prod opp <<<"$part"
       bench 560 --scenario S1 --out "$out/s1-$prod-$opp" --prod "$prod" --opp "$opp" --window "${S1_WINDOW:-8}" \

@@ -64,6 +64,9 @@ def parse_args(argv):
     ap.add_argument("--late-s", type=float, default=0.0,
                     help="S1 and S5: also report NT over the window after this many seconds (S5: rounded down to "
                          "whole on/off periods), leaving out what a policy spends learning at the window's start")
+    ap.add_argument("--prod-controls", action="store_true",
+                    help="S5: also production alone as an MPS client and under the first gpushare row's shim "
+                         "and daemon (rows isolated-prod-mps, isolated-prod-gs; S1 always runs them)")
     ap.add_argument("--capacity", default="16G", help="S4: the device capacity gpushared enforces (GiB)")
     ap.add_argument("--steps", type=int, default=200, help="S4: training steps of each job")
     ap.add_argument("--opp-steps", type=int, help="S4: steps of the opportunistic job (default 3 x --steps)")

@@ -68,20 +68,7 @@ def run_s1(exp):
     k_iso = max(1, getattr(args, "isolated_windows", 2))
     units = [Unit(_iso_name(role, k), lambda rep, role=role: bl.isolated(pool, role, task), W)
              for role in ("prod", "opp") for k in range(k_iso)]
-    if "mps" in shared:
-        # A control: production alone as an MPS client, to tell MPS's own cost or gain from sharing.
-        units.append(Unit("isolated-prod-mps", lambda rep: [Placement(pool.get("mps-prod"), [dict(task, job=0)],
-                                                                      tags=["prod"])], W))
-    # The same for the first gpushare row: production alone under the shim, registered with that
-    # row's daemon (its opportunistic worker idle), so that what the shim and the daemon cost
-    # production is told from what sharing costs it. On the H100, S1b's production ranged 0.79 to
-    # 1.03 of its isolated speed from one call to the next with the budget running beside at no
-    # measured cost; without this control the two could not be told apart.
-    gs_rows = [b for b in shared if b.startswith("gpushare:")]
-    if gs_rows:
-        first = gs_rows[0].split(":", 1)[1]
-        units.append(Unit("isolated-prod-gs", lambda rep: [Placement(pool.get(f"gs-{first}-prod"),
-                                                                     [dict(task, job=0)], tags=["prod"])], W))
+    units += _production_controls(pool, shared, task, W)
     units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, task, task, gs), W) for b in shared]
     thr = {}  # (config, rep) -> {"prod": it/s, "opp": it/s}
     # --late-s: the same rates over the window after `late` seconds only (a fresh daemon learns at
@@ -103,7 +90,7 @@ def run_s1(exp):
         vals = iso[role]["values"]
         rows.append(_row(exp, f"isolated-{role}", {f"{role}_its": spread(vals),
                                                    f"{role}_nt": _nt_spread(vals, iso[role])}))
-    for control in ("isolated-prod-mps", "isolated-prod-gs"):
+    for control in CONTROLS:
         vals = [thr[(control, r)]["prod"] for r in range(args.reps) if (control, r) in thr]
         if vals:
             rows.append(_row(exp, control, {"prod_its": spread(vals), "prod_nt": _nt_spread(vals, iso["prod"])}))
@@ -125,6 +112,32 @@ def run_s1(exp):
         rows.append(_row(exp, b, metrics))
     return {"workloads": {"production": prod, "opportunistic": opp}, "isolated_windows": k_iso, "late_s": late,
             "rows": rows}
+
+
+# The rows of the production controls (_production_controls).
+CONTROLS = ("isolated-prod-mps", "isolated-prod-gs")
+
+
+def _production_controls(pool, shared, task, W):
+    """Production alone, run as the shared rows run it: a control for what MPS or gpushare costs it
+    without any sharing.
+    - isolated-prod-mps (where the mps row runs): production alone as an MPS client, to tell MPS's
+      own cost or gain from sharing's.
+    - isolated-prod-gs (where a gpushare row runs): production alone under the shim, registered with
+      the first gpushare row's daemon (its opportunistic worker idle), so that what the shim and the
+      daemon cost production is told from what sharing costs it. On the H100, S1b's production
+      ranged 0.79 to 1.03 of its isolated speed from one call to the next with the budget running
+      beside at no measured cost; without this control the two could not be told apart."""
+    units = []
+    if "mps" in shared:
+        units.append(Unit(CONTROLS[0], lambda rep: [Placement(pool.get("mps-prod"), [dict(task, job=0)],
+                                                              tags=["prod"])], W))
+    gs_rows = [b for b in shared if b.startswith("gpushare:")]
+    if gs_rows:
+        first = gs_rows[0].split(":", 1)[1]
+        units.append(Unit(CONTROLS[1], lambda rep: [Placement(pool.get(f"gs-{first}-prod"),
+                                                             [dict(task, job=0)], tags=["prod"])], W))
+    return units
 
 
 def _iso_name(role, k):
@@ -221,6 +234,12 @@ def run_s5(exp):
     onoff = {"mode": "onoff", "start": 0.0, "end": W, "on_s": on_s, "off_s": off_s}
     units = [Unit("isolated-opp", lambda rep: bl.isolated(pool, "opp", _closed(W)), W),
              Unit("isolated-prod", lambda rep: bl.isolated(pool, "prod", onoff), W)]
+    # --prod-controls: production's on/off alone as an MPS client and under the shim too (S1 runs
+    # them always; here they cost two more windows a repetition). On the H100 a launch-bound
+    # mobilenet_v2 b16 production kept 0.843 beside the budget, and what MPS or the shim cost it
+    # alone could only be measured in another call (2026-11-27, calls 51 and 54).
+    if getattr(args, "prod_controls", False):
+        units += _production_controls(pool, shared, onoff, W)
     units += [Unit(b, lambda rep, b=b: bl.placements(pool, b, onoff, _closed(W), gs), W) for b in shared]
     got = {}
     exp.run_reps(units, args.reps, lambda u, r, res: got.__setitem__((u.name, r), res))
@@ -239,6 +258,12 @@ def run_s5(exp):
     iso_prod = {suffix: spread([prod_rate(got[("isolated-prod", r)]["prod"], start) for r in range(args.reps)
                                 if ("isolated-prod", r) in got]) for suffix, start in spans.items()}
     rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod[""]})]
+    for control in CONTROLS:
+        runs = [got[(control, r)]["prod"] for r in range(args.reps) if (control, r) in got]
+        if runs and iso_prod[""]:
+            rows.append(_row(exp, control, {"prod_its": spread([prod_rate(res, 0) for res in runs])} | {
+                f"prod_nt{suffix}": spread([prod_rate(res, start) / iso_prod[suffix]["median"] for res in runs])
+                for suffix, start in spans.items()}))
     profiles = {}
     for b in all_rows:
         if b == "isolated":
