@@ -3,7 +3,7 @@
 // Peer of its connection), never from what the request says. The service owns no state: it reads
 // and changes the daemon's components through the parts and hooks it is given, so it is tested
 // alone (tests/daemon/ctl_service_test.cpp). The event loop frames requests and replies
-// (Server::on_ctl); `gpusharectl mps` is answered by the MPS session (mps_session.cpp).
+// (Server::on_ctl); `gpusharectl mps` is answered by the MPS session (mps_sessions.h).
 #pragma once
 
 #include <cstdint>

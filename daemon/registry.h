@@ -56,7 +56,7 @@ struct Job {
   std::string name;
   protocol::JobClass requested = protocol::JobClass::opportunistic;
   protocol::JobClass granted = protocol::JobClass::opportunistic;
-  // The physical devices it may use: its CUDA ordinals placed by UUID (device_session.cpp), else as
+  // The physical devices it may use: its CUDA ordinals placed by UUID (device_sessions.h), else as
   // registered (a numeric CUDA_VISIBLE_DEVICES); empty: not known.
   std::vector<int> devices;
   // (device, handle) -> allocation. Changed only through set_allocation / erase_allocation, which
@@ -69,7 +69,7 @@ struct Job {
   Clock::time_point registered;
   JobMemory memory_state;  // memory broker: swap state, limit, reward (docs/memory.md)
   uint32_t refused_in_a_row = 0;  // memory requests refused since its last admitted one
-  // The daemon made the process a client of its MPS before its cuInit (mps_session.cpp).
+  // The daemon made the process a client of its MPS before its cuInit (mps_sessions.h).
   bool mps_client = false;
 
   using AllocationKey = std::pair<int, uint64_t>;

@@ -48,6 +48,7 @@ Server::Server(Config config, std::string config_path)
     : config_(std::move(config)),
       config_path_(std::move(config_path)),
       buffer_(sizeof(protocol::FrameHeader) + protocol::kMaxPayload + 1),
+      devices_(registry_, device_hooks()),
       memory_(MemoryParts{.config = config_,
                           .registry = registry_,
                           .counters = counters_,
@@ -59,11 +60,13 @@ Server::Server(Config config, std::string config_path)
                        .registry = registry_,
                        .counters = counters_},
              shim_hooks()),
+      mps_sessions_(MpsParts{.config = config_, .proc_root = proc_root_, .clients = mps_clients_},
+                    mps_hooks()),
       ctl_(CtlParts{.config = config_,
                     .registry = registry_,
                     .policies = policies_,
                     .memory = memory_.broker(),
-                    .inventory = inventory_,
+                    .inventory = devices_.inventory(),
                     .counters = counters_},
            ctl_hooks()) {
   limits_ = ConnectionLimits::for_max_clients(config_.max_clients);
@@ -89,6 +92,38 @@ ShimHooks Server::shim_hooks() {
                              const protocol::MemDeclare& m) { memory_.admit(c, job, m); },
       .memory_released = [this](Job& job, int device) { memory_.released(job, device); },
       .jobs_changed = [this] { notify_status(); },
+  };
+}
+
+DeviceHooks Server::device_hooks() {
+  return {
+      .load = GpuInventory::from_nvml,
+      .reply = [this](Connection& c, protocol::MessageType type, const void* payload,
+                      size_t length) { return reply(c, type, payload, length); },
+      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
+  };
+}
+
+std::set<int> Server::known_devices() {
+  std::set<int> devices = policies_.devices();
+  for (const auto& [device, bytes] : memory_.broker().physical) devices.insert(device);
+  for (const auto& [uuid, device] : devices_.inventory().index_of) devices.insert(device);
+  for (const auto& [device, status] : scheduler_.device_status()) devices.insert(device);
+  for (auto& [id, job] : registry_.jobs())
+    for (int d : Scheduler::devices_of(job)) devices.insert(d);
+  return devices;
+}
+
+MpsHooks Server::mps_hooks() {
+  return {
+      .reply = [this](Connection& c, protocol::MessageType type, const void* payload,
+                      size_t length) { return reply(c, type, payload, length); },
+      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .service = [this] { return mps_.service(); },
+      .mode = [this] { return mps_.mode(); },
+      .status = [this] { return mps_.status(); },
+      .alive = process_alive,
   };
 }
 
@@ -191,7 +226,7 @@ int Server::run() {
   if (!open()) return 1;
   spdlog::info("listening on {} (tick {} ms, policy {}, config {})", socket_path_,
                config_.tick.count(), config_.default_policy, config_path_);
-  load_inventory(Clock::now());
+  devices_.load(Clock::now());
   mps_.start(config_.mps,
              mps_runtime_directory(config_.socket_path, std::getenv("RUNTIME_DIRECTORY")),
              Clock::now());
@@ -371,18 +406,18 @@ void Server::handle_frame(Connection& c, const protocol::FrameHeader& h, const u
       if (c.role != Role::shim) return drop(c.fd, "sent device UUIDs before registering");
       protocol::DeviceUuids u;
       std::memcpy(&u, payload, sizeof u);
-      return on_device_uuids(c, u);
+      return devices_.on_uuids(c, u, Clock::now());
     }
     case MessageType::mps_query: {
       if (c.role == Role::ctl) return drop(c.fd, "sent an MPS query on a ctl connection");
       protocol::MpsQuery q;
       std::memcpy(&q, payload, sizeof q);
-      return on_mps_query(c, q);
+      return mps_sessions_.on_query(c, q);
     }
     case MessageType::ctl_request:
       if (c.role == Role::shim) return drop(c.fd, "sent a ctl request on a shim connection");
       if (c.role != Role::ctl) connections_.set_role(c, Role::ctl);
-      if (answer_mps_ctl(c, payload, h.length)) return;
+      if (mps_sessions_.answer_ctl(c, payload, h.length)) return;
       return on_ctl(c, payload, h.length);
     default:
       return drop(c.fd,

@@ -18,11 +18,12 @@
 #include "connection_limits.h"
 #include "connection_table.h"
 #include "ctl_service.h"
-#include "gpu_inventory.h"
+#include "device_sessions.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
 #include "memory_service.h"
 #include "metrics_endpoint.h"
+#include "mps_sessions.h"
 #include "mps_supervisor.h"
 #include "policy_table.h"
 #include "registry.h"
@@ -73,18 +74,14 @@ class Server {
   // The shim sessions (shim_sessions.h) with the hooks they are given.
   ShimHooks shim_hooks();
 
-  // device_session.cpp: the machine's GPUs by UUID, and the shim's question which of them its
-  // ordinals are.
-  void load_inventory(Clock::time_point now);
-  void on_device_uuids(Connection& c, const protocol::DeviceUuids& u);
+  // The device sessions (device_sessions.h) with the hooks they are given.
+  DeviceHooks device_hooks();
   // Every device the daemon knows of, as `gpusharectl status` and /metrics list them: with a policy
   // chosen, memory, a GPU in the inventory, a tick of the scheduler or a job scheduled there.
   std::set<int> known_devices();
 
-  // mps_session.cpp: the shim's MPS question before its cuInit, and the ctl's `mps` command
-  // (true when the ctl request was that command and has been answered).
-  void on_mps_query(Connection& c, const protocol::MpsQuery& q);
-  bool answer_mps_ctl(Connection& c, const uint8_t* payload, size_t length);
+  // The MPS sessions (mps_sessions.h) with the hooks they are given.
+  MpsHooks mps_hooks();
 
   // The memory commands (memory_service.h) with the hooks they are given.
   MemoryHooks memory_hooks();
@@ -125,11 +122,9 @@ class Server {
   LogLimiter log_limiter_;
   std::string log_level_override_;
   std::string proc_root_ = "/proc";
-  GpuInventory inventory_;  // by UUID, from NVML (device_session.cpp)
-  Clock::time_point inventory_loaded_;
+  DeviceSessions devices_;       // the GPUs by UUID, and the shim's question which its ordinals are
   MpsSupervisor mps_;            // docs/mps.md
   MpsClients mps_clients_;       // the processes told to be MPS clients, while they run
-  std::set<uid_t> mps_refused_uids_;  // users already told (in the log) that MPS serves another
   bool stopping_ = false;        // a stop signal came; waiting for the MPS control daemon to quit
   DaemonCounters counters_;      // refusals, tick overruns, reloads (for /metrics)
   MetricsEndpoint metrics_;
@@ -137,6 +132,7 @@ class Server {
   // Last: they hold references to the components above (the ctl service to the memory broker).
   MemoryService memory_;  // admission, swap, rotation, reservations (docs/memory.md)
   ShimSessions shims_;    // registration and memory declarations
+  MpsSessions mps_sessions_;  // the shim's MPS question and the ctl's `mps` command
   CtlService ctl_;
 };
 

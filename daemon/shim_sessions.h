@@ -44,7 +44,7 @@ struct ShimHooks {
   std::function<void(Connection& c)> registered;
   // A warning keyed by client and reason, rate-limited (log_limiter.h).
   std::function<void(const std::string& key, const std::string& line)> warn;
-  // Was the process told, before its cuInit, to be an MPS client (mps_session.cpp)?
+  // Was the process told, before its cuInit, to be an MPS client (mps_sessions.h)?
   std::function<bool(pid_t pid)> mps_client;
   // A well-formed declaration: admitted, refused or deferred (memory_service.h).
   std::function<void(Connection& c, Job& job, const protocol::MemDeclare& m)> admit_memory;

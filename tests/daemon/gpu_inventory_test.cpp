@@ -5,21 +5,10 @@
 
 #include <cstring>
 
+#include "device_uuids.h"
+
 namespace gpushare::daemon {
 namespace {
-
-protocol::DeviceUuid uuid_of(uint8_t seed) {
-  protocol::DeviceUuid u{};
-  for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(seed + i);
-  return u;
-}
-
-protocol::DeviceUuids asking(std::vector<protocol::DeviceUuid> uuids) {
-  protocol::DeviceUuids m{};
-  m.count = static_cast<uint32_t>(uuids.size());
-  for (size_t i = 0; i < uuids.size(); ++i) std::memcpy(m.uuids[i], uuids[i].data(), 16);
-  return m;
-}
 
 TEST(GpuInventory, PlacesEachOrdinalByItsUuidAndMarksUnknownOnes) {
   GpuInventory inventory;

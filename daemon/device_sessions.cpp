@@ -1,20 +1,14 @@
-// The shim's device_uuids: which physical device each of the job's CUDA ordinals is, found by
-// UUID in the machine's inventory (gpu_inventory.h, docs/protocol.md "Devices"). The answer sets
-// the job's devices, so it is accounted, scheduled and swapped on the right ones.
+#include "device_sessions.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "logging.h"
-#include "server.h"
 
 namespace gpushare::daemon {
 namespace {
-
-// NVML is asked again for a UUID it did not know (a GPU that appeared after the daemon started, a
-// driver that was not loaded yet) at most this often: it blocks the event loop while it runs.
-constexpr auto kInventoryRetry = std::chrono::seconds(30);
 
 std::string uuid_text(const uint8_t (&bytes)[protocol::kDeviceUuidSize]) {
   protocol::DeviceUuid uuid;
@@ -31,10 +25,10 @@ bool all_placed(const protocol::DeviceMap& map) {
 
 }  // namespace
 
-void Server::load_inventory(Clock::time_point now) {
+void DeviceSessions::load(Clock::time_point now) {
   std::string why;
-  inventory_ = GpuInventory::from_nvml(&why);
-  inventory_loaded_ = now;
+  inventory_ = hooks_.load(&why);
+  loaded_ = now;
   if (inventory_.index_of.empty()) {
     spdlog::info(
         "no GPU inventory ({}): jobs' devices are as their CUDA_VISIBLE_DEVICES lists "
@@ -51,15 +45,15 @@ void Server::load_inventory(Clock::time_point now) {
   spdlog::info("devices by NVML: {}", list);
 }
 
-void Server::on_device_uuids(Connection& c, const protocol::DeviceUuids& u) {
+void DeviceSessions::on_uuids(Connection& c, const protocol::DeviceUuids& u,
+                              Clock::time_point now) {
   Job* job = registry_.find(c.job_id);
-  if (!job) return drop(c.fd, "sent device UUIDs without a job");
+  if (!job) return hooks_.drop(c.fd, "sent device UUIDs without a job");
   if (std::string problem = check_device_uuids(u); !problem.empty())
-    return drop(c.fd, "bad device_uuids: " + problem);
-  const Clock::time_point now = Clock::now();
+    return hooks_.drop(c.fd, "bad device_uuids: " + problem);
   protocol::DeviceMap map = place_devices(inventory_, u);
-  if (!all_placed(map) && now - inventory_loaded_ >= kInventoryRetry) {
-    load_inventory(now);
+  if (!all_placed(map) && now - loaded_ >= kInventoryRetry) {
+    load(now);
     map = place_devices(inventory_, u);
   }
   if (all_placed(map)) {
@@ -77,23 +71,13 @@ void Server::on_device_uuids(Connection& c, const protocol::DeviceUuids& u) {
   } else {
     uint32_t first = 0;
     while (map.physical[first] != protocol::kUnknownDevice) ++first;
-    warn_limited("uid=" + std::to_string(c.peer.uid) + " devices",
-                 "devices pid=" + std::to_string(c.peer.pid) + " job=" + log_text(job->name) +
-                     ": device " + uuid_text(u.uuids[first]) + " (its CUDA ordinal " +
-                     std::to_string(first) +
-                     ") is not in the inventory: its devices stay as registered");
+    hooks_.warn("uid=" + std::to_string(c.peer.uid) + " devices",
+                "devices pid=" + std::to_string(c.peer.pid) + " job=" + log_text(job->name) +
+                    ": device " + uuid_text(u.uuids[first]) + " (its CUDA ordinal " +
+                    std::to_string(first) +
+                    ") is not in the inventory: its devices stay as registered");
   }
-  reply(c, protocol::MessageType::device_map, &map, sizeof map);
-}
-
-std::set<int> Server::known_devices() {
-  std::set<int> devices = policies_.devices();
-  for (const auto& [device, bytes] : memory_.broker().physical) devices.insert(device);
-  for (const auto& [uuid, device] : inventory_.index_of) devices.insert(device);
-  for (const auto& [device, status] : scheduler_.device_status()) devices.insert(device);
-  for (auto& [id, job] : registry_.jobs())
-    for (int d : Scheduler::devices_of(job)) devices.insert(d);
-  return devices;
+  hooks_.reply(c, protocol::MessageType::device_map, &map, sizeof map);
 }
 
 }  // namespace gpushare::daemon
