@@ -114,7 +114,8 @@ json CtlService::status() {
                            {"kernels_per_s", rate},
                            {"memory_bytes", memory},
                            // Rotating residency (docs/memory.md): null while nothing rotates.
-                           {"rotation", hooks_.rotation(d)}});
+                           {"rotation", hooks_.rotation(d)},
+                           {"policy_state", hooks_.policy_state(d)}});
   }
   size_t production = 0;
   for (auto& [id, job] : parts_.registry.jobs()) production += job.granted == JobClass::production;

@@ -49,6 +49,10 @@ struct CtlHooks {
   // The devices `status` lists (the same as /metrics: Server::known_devices).
   std::function<std::set<int>()> known_devices;
   std::function<nlohmann::json(int device)> rotation;  // null while nothing rotates there
+  // What the policy on a device believes (Scheduler::device_status and explain): null where it
+  // has not decided yet, else {"production_progress": its estimate or null, "explanation": its
+  // account or null}.
+  std::function<nlohmann::json(int device)> policy_state;
   // A job's class changes: the job and its shim learn it (shim_sessions.h).
   std::function<void(Job& job, protocol::JobClass to, const Peer& by)> set_class;
   std::function<ConfigResult()> reload;

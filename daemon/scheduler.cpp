@@ -71,6 +71,11 @@ policies::Gate strictest_gate(const std::vector<policies::Gate>& gates) {
   return strictest;
 }
 
+std::string Scheduler::explain(int device) const {
+  auto it = devices_.find(device);
+  return it != devices_.end() && it->second.policy ? it->second.policy->explain() : std::string();
+}
+
 Scheduler::DevicePolicy* Scheduler::policy_for(int device, const PolicyChoice& choice) {
   DevicePolicy& slot = devices_[device];
   if (slot.policy && slot.choice.name == choice.name && slot.choice.parameters == choice.parameters)

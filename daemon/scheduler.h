@@ -95,6 +95,9 @@ class Scheduler {
     std::optional<double> production_progress;  // the policy's estimate, where it has one
   };
   const std::map<int, DeviceStatus>& device_status() const { return status_; }
+  // The policy's own account of its state on a device (Policy::explain: the concurrency budget's
+  // costs, gains and shares), for `gpusharectl status`; "" where it gives none or none runs there.
+  std::string explain(int device) const;
 
  private:
   struct DevicePolicy {

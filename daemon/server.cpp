@@ -154,6 +154,17 @@ CtlHooks Server::ctl_hooks() {
           },
       .known_devices = [this] { return known_devices(); },
       .rotation = [this](int device) { return memory_.rotation_json(device); },
+      .policy_state =
+          [this](int device) {
+            auto it = scheduler_.device_status().find(device);
+            if (it == scheduler_.device_status().end()) return nlohmann::json(nullptr);
+            const std::string explanation = scheduler_.explain(device);
+            const std::optional<double> progress = it->second.production_progress;
+            return nlohmann::json{
+                {"production_progress", progress ? nlohmann::json(*progress) : nullptr},
+                {"explanation",
+                 explanation.empty() ? nlohmann::json(nullptr) : nlohmann::json(explanation)}};
+          },
       .set_class = [this](Job& job, protocol::JobClass to,
                           const Peer& by) { shims_.set_job_class(job, to, by); },
       .reload = [this] { return reload(); },

@@ -15,31 +15,38 @@ struct Service {
     policies.configure(config);
   }
   CtlService make() {
-    return CtlService(CtlParts{.config = config,
-                               .registry = registry,
-                               .policies = policies,
-                               .memory = memory,
-                               .inventory = inventory,
-                               .counters = counters},
-                      CtlHooks{.facts =
-                                   [] {
-                                     DaemonFacts facts;
-                                     facts.config_path = "/etc/g.json";
-                                     return facts;
-                                   },
-                               .known_devices =
-                                   [] {
-                                     return std::set<int>{0, 3};
-                                   },
-                               .rotation = [](int) { return json(nullptr); },
-                               .set_class = [](Job&, protocol::JobClass, const Peer&) {},
-                               .reload =
-                                   [this] {
-                                     ++reloads;
-                                     ConfigResult result;
-                                     result.config = config;
-                                     return result;
-                                   }});
+    return CtlService(
+        CtlParts{.config = config,
+                 .registry = registry,
+                 .policies = policies,
+                 .memory = memory,
+                 .inventory = inventory,
+                 .counters = counters},
+        CtlHooks{
+            .facts =
+                [] {
+                  DaemonFacts facts;
+                  facts.config_path = "/etc/g.json";
+                  return facts;
+                },
+            .known_devices =
+                [] {
+                  return std::set<int>{0, 3};
+                },
+            .rotation = [](int) { return json(nullptr); },
+            .policy_state =
+                [](int device) {
+                  if (device != 3) return json(nullptr);
+                  return json{{"production_progress", 0.97}, {"explanation", "budget beside=0.02"}};
+                },
+            .set_class = [](Job&, protocol::JobClass, const Peer&) {},
+            .reload =
+                [this] {
+                  ++reloads;
+                  ConfigResult result;
+                  result.config = config;
+                  return result;
+                }});
   }
   Config config;
   Registry registry;
@@ -140,6 +147,10 @@ TEST(CtlService, StatusListsTheDevicesTheDaemonKnowsAndJobsAnEmptyList) {
   for (const json& d : status["devices"]) devices.push_back(d["device"].get<int>());
   EXPECT_EQ(devices, (std::vector<int>{0, 3}));
   EXPECT_EQ(status["daemon"]["config"], "/etc/g.json");
+  // What each device's policy believes, where it has decided.
+  EXPECT_TRUE(status["devices"][0]["policy_state"].is_null()) << status.dump();
+  EXPECT_EQ(status["devices"][1]["policy_state"]["explanation"], "budget beside=0.02");
+  EXPECT_EQ(status["devices"][1]["policy_state"]["production_progress"], 0.97);
   json jobs = ctl.answer(kUser, {{"command", "jobs"}});
   ASSERT_TRUE(jobs["ok"]);
   EXPECT_TRUE(jobs["jobs"].empty());

@@ -169,6 +169,35 @@ TEST(Ctl, StatusCountsAJobForAnyDeviceWhereItIsScheduled) {
   EXPECT_EQ(status.json["devices"][0]["jobs"], 1) << status.out;
 }
 
+// The concurrency budget's account of its state (each mode's cost, gain and share) is in
+// `gpusharectl status`, text and JSON, once the policy has decided on the device.
+TEST(Ctl, StatusShowsWhatThePolicyBelieves) {
+  TempDir dir;
+  Daemon daemon(dir);
+  ASSERT_TRUE(daemon.start());
+  CtlResult chosen = run_ctl(daemon.socket, {"policy", "0", "harvest", "concurrency=1"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  RawClient client;
+  ASSERT_TRUE(client.connect(daemon.socket));
+  int memfd = -1;
+  ASSERT_TRUE(client.register_job("train", protocol::JobClass::opportunistic, 0, &memfd));
+  if (memfd >= 0) ::close(memfd);
+  nlohmann::json state;
+  EXPECT_TRUE(eventually(
+      [&] {
+        CtlResult status = run_ctl(daemon.socket, {"status", "-o", "json"});
+        if (status.json["devices"].empty()) return false;
+        state = status.json["devices"][0].value("policy_state", nlohmann::json());
+        return state.is_object();
+      },
+      10s))
+      << state.dump();
+  EXPECT_EQ(state.value("explanation", std::string()).rfind("budget gated=", 0), 0u)
+      << state.dump();
+  CtlResult text = run_ctl(daemon.socket, {"status"});
+  EXPECT_NE(text.out.find("policy device 0: budget gated="), std::string::npos) << text.out;
+}
+
 TEST(Ctl, ExitCodesAndJsonOutput) {
   TempDir dir;
   EXPECT_EQ(run_ctl(dir / "absent.sock", {"status"}).exit_code, 3);

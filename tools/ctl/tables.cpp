@@ -112,6 +112,21 @@ std::string render_status(const json& reply) {
              human_bytes(rotation.value("prefetch_bytes", uint64_t{0})) + "), budget " +
              human_bytes(rotation.value("budget_bytes", uint64_t{0})) + "\n";
     }
+    // What each device's policy believes: its estimate of production's speed, and its own account
+    // (the concurrency budget: each mode's cost to production ± its error, gain and share).
+    for (const auto& dev : devices) {
+      const json state = dev.value("policy_state", json());
+      if (!state.is_object()) continue;
+      const json progress = state.value("production_progress", json());
+      const json explanation = state.value("explanation", json());
+      if (!progress.is_number() && !explanation.is_string()) continue;
+      std::string line = "policy device " + std::to_string(dev.value("device", 0)) + ":";
+      if (progress.is_number())
+        line += " production at " + number(progress.get<double>(), 3) + " of its solo speed";
+      if (progress.is_number() && explanation.is_string()) line += ";";
+      if (explanation.is_string()) line += " " + explanation.get<std::string>();
+      out += line + "\n";
+    }
   }
   return out;
 }

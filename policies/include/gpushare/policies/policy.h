@@ -104,8 +104,9 @@ class Policy {
   // The policy's latest estimate of the slowest production job's rate over its solo rate (the
   // daemon's /metrics shows it); none where the policy keeps no such estimate.
   virtual std::optional<double> production_progress() const { return std::nullopt; }
-  // What the policy's last decision rested on, for the daemon's trace log (empty: nothing more
-  // than the gates say). Called only where the trace is written.
+  // What the policy's last decision rested on, for the daemon's trace log and `gpusharectl
+  // status` (empty: nothing more than the gates say). Called where the trace is written (every
+  // tick) and once a ctl request.
   virtual std::string explain() const { return {}; }
 };
 
