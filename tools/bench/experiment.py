@@ -112,8 +112,9 @@ def throughput(result, task_len, window_s):
 
 
 def throughput_from(result, start, end):
-    """Iterations completed from `start` to `end` (seconds into the window), per second of that span
-    (run.py --late-s: the window after a policy's learning)."""
+    """Iterations completed from `start` to `end` (seconds into the window), per second of that span:
+    from 0 the whole window's rate, as throughput(result, end, end); later, run.py --late-s's window
+    after a policy's learning."""
     return sum(1 for c in result["completions"] if start <= c <= end) / (end - start)
 
 

@@ -251,18 +251,14 @@ def run_s5(exp):
     late = period * int(max(0.0, getattr(args, "late_s", 0.0)) // period) if W >= 2 * period else 0.0
     late = late if late < W - period + 1e-9 else 0.0
     spans = {"": 0.0, "_late": late} if late else {"": 0.0}  # column suffix -> start of the span
-
-    def prod_rate(result, start):
-        return throughput(result, W, W) if start == 0 else throughput_from(result, start, W)
-
-    iso_prod = {suffix: spread([prod_rate(got[("isolated-prod", r)]["prod"], start) for r in range(args.reps)
+    iso_prod = {suffix: spread([throughput_from(got[("isolated-prod", r)]["prod"], start, W) for r in range(args.reps)
                                 if ("isolated-prod", r) in got]) for suffix, start in spans.items()}
     rows = [_row(exp, "isolated-opp", {"opp_its": iso_opp}), _row(exp, "isolated-prod", {"prod_its": iso_prod[""]})]
     for control in CONTROLS:
         runs = [got[(control, r)]["prod"] for r in range(args.reps) if (control, r) in got]
         if runs and iso_prod[""]:
-            rows.append(_row(exp, control, {"prod_its": spread([prod_rate(res, 0) for res in runs])} | {
-                f"prod_nt{suffix}": spread([prod_rate(res, start) / iso_prod[suffix]["median"] for res in runs])
+            rows.append(_row(exp, control, {"prod_its": spread([throughput_from(res, 0, W) for res in runs])} | {
+                f"prod_nt{suffix}": spread([throughput_from(res, start, W) / iso_prod[suffix]["median"] for res in runs])
                 for suffix, start in spans.items()}))
     profiles = {}
     for b in all_rows:
@@ -286,7 +282,7 @@ def run_s5(exp):
                 if not suffix:
                     profiles.setdefault(b, []).append(prof)
                 stats = reaction(prof, on_s, bin_s, iso_opp["median"])
-                stats["prod_nt"] = prod_rate(res["prod"], start) / iso_prod[suffix]["median"]
+                stats["prod_nt"] = throughput_from(res["prod"], start, W) / iso_prod[suffix]["median"]
                 for k, v in stats.items():
                     per.setdefault(k + suffix, []).append(v)
         rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
