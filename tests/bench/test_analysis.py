@@ -284,7 +284,7 @@ class QuitMps(unittest.TestCase):
                 f.write('mkdir -p "$BENCH_TMP/mps-pipe" "$OUT/s5g1/logs"\n'
                         'mkfifo "$BENCH_TMP/mps-pipe/control"\n'
                         'echo "daemon log" > "$OUT/s5g1/logs/gpushared-x.log"\n'
-                        'echo "| row | 1 |"\n'
+                        'echo "| row | ${LANE_SETTING:-unset} | $* |"\n'
                         'exec sleep 30\n')
             record = os.path.join(tmp, "record")
             stand_ins = {
@@ -299,10 +299,11 @@ class QuitMps(unittest.TestCase):
             out_dir, lanes_root = os.path.join(tmp, "out"), os.path.join(tmp, "lane")
             env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=out_dir, LANE_S="2",
                        LANE_CPUS="0", BENCH_TMP_ROOT=lanes_root)
-            run = subprocess.run(["bash", os.path.join(tools, "gpu_lanes.sh"), "s5-gappy-1s"], env=env,
-                                 capture_output=True, text=True, timeout=60)
+            # A NAME=value word is the lane's own setting, not a part.
+            run = subprocess.run(["bash", os.path.join(tools, "gpu_lanes.sh"), "LANE_SETTING=7 s5-gappy-1s"],
+                                 env=env, capture_output=True, text=True, timeout=60)
             self.assertNotEqual(run.returncode, 0)  # the lane was stopped: its status says so
-            self.assertIn("lane 0 | row | 1 |", run.stdout)
+            self.assertIn("lane 0 | row | 7 | s5-gappy-1s |", run.stdout)
             with open(record) as f:
                 self.assertEqual(f.read().split(), [f"{lanes_root}0/mps-pipe:quit"])
             with tarfile.open(os.path.join(out_dir, "lane0.tgz")) as tar:

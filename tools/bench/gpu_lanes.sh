@@ -7,6 +7,9 @@
 # Every scenario still runs its baselines and isolated denominators on its own GPU in its lane, so
 # no row is compared with one measured on another card.
 #   tools/bench/gpu_lanes.sh "s1b" "s5-gappy-1s s5-saturating-1s"
+# A word NAME=value in a lane is a setting of that lane alone (gpu_round.sh reads its settings from
+# the environment, which the call's other lanes share):
+#   tools/bench/gpu_lanes.sh "S5_CONTROLS=1 s5:mobilenet_v2_train_b16_p10:transformer_train_b32:3:1" "s3"
 # Results: $OUT/laneI.tgz (gpu_round.sh's layout of lane I, its log and the cards) and $OUT/gpuI.log;
 # table rows are printed as they come, so a call stopped at its limit still shows what it measured.
 # Each lane runs under LANE_S seconds (default 540) and archives itself as soon as it ends or is
@@ -39,12 +42,16 @@ pin() {  # lane index -> a taskset prefix, or nothing where pinning is off or wo
 pids=()
 i=0
 for lane in "$@"; do
+  settings=() parts=()
+  for word in $lane; do  # shellcheck disable=SC2086  # a lane is a word list
+    if [[ $word =~ ^[A-Z][A-Z0-9_]*= ]]; then settings+=("$word"); else parts+=("$word"); fi
+  done
   mkdir -p "$out/gpu$i"
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm --format=csv >"$out/gpu$i/gpus.csv" 2>&1
   (
-    # shellcheck disable=SC2086,SC2046  # a lane is a word list of parts; pin is a command prefix
-    CUDA_VISIBLE_DEVICES=${uuids[$i]} BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="$tmp_root$i" \
-      timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh $lane 2>&1 | tee "$out/gpu$i.log" \
+    # shellcheck disable=SC2046  # pin is a command prefix
+    env "${settings[@]}" CUDA_VISIBLE_DEVICES="${uuids[$i]}" BENCH_GPU_INDEX=$i OUT="$out/gpu$i" BENCH_TMP="$tmp_root$i" \
+      timeout --kill-after=10 "$lane_s" $(pin $i) bash tools/bench/gpu_round.sh "${parts[@]}" 2>&1 | tee "$out/gpu$i.log" \
       | grep --line-buffered '^|' | sed -u "s/^/lane $i /"
     rc=${PIPESTATUS[0]}
     # A part stopped by the limit has not quit its MPS control daemons either: quit them here, or
