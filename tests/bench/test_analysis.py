@@ -19,7 +19,7 @@ import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
-from scenario_pair import _nt_spread, _total_spread, fold, reaction  # noqa: E402
+from scenario_pair import CONTROLS, _nt_spread, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import period_noise  # noqa: E402
 import round_plot  # noqa: E402
 import start_up  # noqa: E402
@@ -74,6 +74,20 @@ class NormalizedThroughput(unittest.TestCase):
 
     def test_no_isolated_windows_gives_no_nt(self):
         self.assertIsNone(_nt_spread([1.0], {"median": float("nan"), "min": float("nan"), "max": float("nan")}))
+
+
+class ProductionControls(unittest.TestCase):
+    """--prod-controls: which control rows a run's shared rows allow."""
+
+    def names(self, shared):
+        return [u.name for u in _production_controls(None, shared, {}, 1.0)]
+
+    def test_mps_prio_alone_is_enough_for_the_mps_control(self):
+        # Every call of record skips the plain mps row; its production worker runs for MPS-prio too.
+        self.assertEqual(self.names(["mps-prio", "gpushare:harvest@mps-ext"]), list(CONTROLS))
+
+    def test_no_mps_row_no_mps_control(self):
+        self.assertEqual(self.names(["time-slicing", "gpushare:tgs"]), ["isolated-prod-gs"])
 
 
 class Reaction(unittest.TestCase):

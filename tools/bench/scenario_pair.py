@@ -121,15 +121,17 @@ CONTROLS = ("isolated-prod-mps", "isolated-prod-gs")
 def _production_controls(pool, shared, task, W):
     """Production alone, run as the shared rows run it: a control for what MPS or gpushare costs it
     without any sharing.
-    - isolated-prod-mps (where the mps row runs): production alone as an MPS client, to tell MPS's
-      own cost or gain from sharing's.
+    - isolated-prod-mps (where any MPS row runs, MPS-prio alone included): production alone as an
+      MPS client, to tell MPS's own cost or gain from sharing's. (Until 2026-11-27 only where the
+      plain mps row ran: call 57 skipped that row, as every call of record since §4o has, and lost
+      this control.)
     - isolated-prod-gs (where a gpushare row runs): production alone under the shim, registered with
       the first gpushare row's daemon (its opportunistic worker idle), so that what the shim and the
       daemon cost production is told from what sharing costs it. On the H100, S1b's production
       ranged 0.79 to 1.03 of its isolated speed from one call to the next with the budget running
       beside at no measured cost; without this control the two could not be told apart."""
     units = []
-    if "mps" in shared:
+    if any(b.startswith("mps") for b in shared):  # the mps-prod worker runs (baselines.worker_specs)
         units.append(Unit(CONTROLS[0], lambda rep: [Placement(pool.get("mps-prod"), [dict(task, job=0)],
                                                               tags=["prod"])], W))
     gs_rows = [b for b in shared if b.startswith("gpushare:")]
