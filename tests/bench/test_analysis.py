@@ -509,6 +509,13 @@ class GpushareRows(unittest.TestCase):
         self.assertEqual(seen["mps"], "external")
         self.assertEqual(seen["mps_pipe_directory"], os.path.join(run_dir, "mps-pipe"))
 
+    def test_every_row_gets_its_own_socket_within_a_unix_socket_path(self):
+        long = "harvest:kernel_gating=1,in_flight=4,concurrency=2,learning_period_ms=400,control_period_ms=400@mps-ext"
+        gs = Gpushare("/bin/true", "gpushared --config {config}", ["harvest@mps-ext", long], "/tmp/bmps0")
+        paths = [gs.socket(p) for p in gs.policies]
+        self.assertEqual(len(set(paths)), 2)
+        self.assertTrue(all(len(p.encode()) <= 107 for p in paths), paths)  # sockaddr_un's sun_path
+
     def test_a_build_prefix_runs_the_row_on_that_build(self):
         # "old+POLICY": the same policy on .carry/bin/gpushared-old, a row of the same call.
         self.assertEqual(split_build("old+harvest:concurrency=2@mps-ext"),

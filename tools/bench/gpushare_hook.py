@@ -10,6 +10,7 @@ socket and the policy, `name:param=value,...`), {socket} and {policy} are filled
 waits for the socket to appear before it starts the workers that connect to it.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -155,7 +156,10 @@ class Gpushare:
         return self.reason(baseline) is None
 
     def socket(self, policy):
-        return os.path.join(self.run_dir, f"gpushared-{policy}.sock")
+        # Named by a digest of the policy, not the policy itself: a Unix socket's path holds at
+        # most 107 bytes, and on the H100 (2026-11-27, call 60) a row with two period settings named
+        # its socket in 141, so gpushared refused it (rightly, and said so) and the row did not run.
+        return os.path.join(self.run_dir, f"gpushared-{hashlib.sha1(policy.encode()).hexdigest()[:12]}.sock")
 
     def start_daemons(self, log_dir, suffix=""):
         """A daemon per policy, its config and log in log_dir (named with `suffix`, e.g. "-rep1")."""
