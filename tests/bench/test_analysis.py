@@ -179,6 +179,21 @@ class PeriodNoise(unittest.TestCase):
         self.assertAlmostEqual(two[0], (math.log(16) + math.log(24)) / 2 - math.log(32))
         self.assertAlmostEqual(three[0], (math.log(16) + math.log(24) + math.log(16)) / 3 - math.log(32))
 
+    def test_a_launch_bound_jobs_windows_count_below_the_in_flight_floor_when_asked(self):
+        lines = [self.tick("(paused)", 1000, 30000), self.tick("", 1000, 30000)]
+        self.assertIsNone(period_noise.windows("\n".join(lines))[1])  # default: 0.9 of the window
+        self.assertEqual(period_noise.windows("\n".join(lines), 0.5)[1], ("paused", math.log(1000 / 30)))
+
+    def test_a_beside_window_with_the_opportunistic_job_idle_is_not_beside(self):
+        # S5's production controls run the opportunistic job registered and idle: its beside
+        # windows launched nothing and pair with paused ones at no cost.
+        idle = self.tick("(paused)", 1600).replace("job2:O:900l", "job2:O:0l")
+        lines = [self.tick("", 1600), self.tick("", 1600), idle, self.tick("(paused)", 1600)]
+        entries = period_noise.windows("\n".join(lines))
+        self.assertEqual(entries[1], ("beside", math.log(32)))  # the job launched in the window
+        self.assertIsNone(entries[2])  # a beside window in which it launched nothing
+        self.assertEqual(entries[3], ("paused", math.log(32)))  # paused: it launches nothing anyway
+
     def test_a_gap_breaks_the_pair(self):
         gates = ["(paused)"] * 4 + [""] * 4
         lines = [self.tick(g, 1600) for g in gates]

@@ -15,9 +15,17 @@ of the boundary, for k = 1, 2 and 3. Printed per archive and k: pairs, mean (the
 A window's mode is the gate the previous tick line gave (a tick line reports the window that just
 ended and the gate for the next one).
 
-Usage: python3 tools/bench/period_noise.py ARCHIVE.tgz ...
+--min-in-flight F: a window counts where production was in flight at least F of it (default 0.9).
+A launch-bound job that pauses on the CPU each step is in flight about two thirds of each window
+(§4t): with the default none of its windows count, with 0 all do.
+--per-log: a line per daemon log (one fresh daemon per repetition), not per archive.
+
+Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] ARCHIVE.tgz ...
   e.g. python3 tools/bench/period_noise.py docs/bench-results/2026-11-26-m/call4*-s5g1-logs.tgz
+       python3 tools/bench/period_noise.py --min-in-flight 0 --per-log \
+         docs/bench-results/2026-11-27-p/call58-mb16p10-tt32-logs.tgz
 """
+import argparse
 import math
 import os
 import statistics
@@ -29,16 +37,20 @@ MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
 
 
-def windows(text):
+def windows(text, min_in_flight=FULL):
     """(mode, log speed) per tick line with one production and one opportunistic job; None where
-    production was not in flight most of the window or a line says nothing."""
+    production was in flight less than `min_in_flight` of the window, where a beside window's
+    opportunistic job launched nothing (it was not running beside: the budget measures only
+    windows where an opportunistic job wants to run, and S5's production controls run with it
+    idle), or a line says nothing."""
     out, previous = [], None
     for tick in ticks(text):
         entry = None
         speed = completions(tick.production[0]) if len(tick.production) == 1 else None
-        if previous and tick.opportunistic and tick.window_us and speed:
+        idle_beside = previous == "beside" and all(int(t[2]) == 0 for t in tick.opportunistic)
+        if previous and tick.opportunistic and tick.window_us and speed and not idle_beside:
             done, in_flight_us = speed
-            if done > 0 and in_flight_us >= FULL * tick.window_us:
+            if done > 0 and in_flight_us > 0 and in_flight_us >= min_in_flight * tick.window_us:
                 entry = (previous, math.log(done / (in_flight_us / 1000)))
         out.append(entry)
         if tick.opportunistic:
@@ -80,23 +92,30 @@ def differences(entries, k):
     return out
 
 
-def main(paths):
-    if not paths:
-        print(__doc__.strip().splitlines()[-2])
-        return 2
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--min-in-flight", type=float, default=FULL)
+    parser.add_argument("--per-log", action="store_true")
+    parser.add_argument("archives", nargs="+")
+    args = parser.parse_args(argv)
+    if not 0 <= args.min_in_flight <= 1:
+        parser.error(f"--min-in-flight must be within 0 and 1, got {args.min_in_flight}")
     print("| archive | measured windows per period | pairs | mean (beside less paused) | sd |")
     print("|---|---|---|---|---|")
-    for path in paths:
-        pooled = {k: [] for k in MEASURED}
-        for _, text in daemon_logs(path):
-            entries = windows(text)
+    for path in args.archives:
+        groups = {}  # printed name -> k -> differences
+        for name, text in daemon_logs(path):
+            entries = windows(text, args.min_in_flight)
+            group = groups.setdefault(f"{os.path.basename(path)} {name}" if args.per_log
+                                      else os.path.basename(path), {k: [] for k in MEASURED})
             for k in MEASURED:
-                pooled[k] += differences(entries, k)
-        for k in MEASURED:
-            d = pooled[k]
-            sd = f"{statistics.stdev(d):.3f}" if len(d) > 1 else "–"
-            mean = f"{statistics.fmean(d):+.3f}" if d else "–"
-            print(f"| {os.path.basename(path)} | {k} | {len(d)} | {mean} | {sd} |")
+                group[k] += differences(entries, k)
+        for label, pooled in groups.items():
+            for k in MEASURED:
+                d = pooled[k]
+                sd = f"{statistics.stdev(d):.3f}" if len(d) > 1 else "–"
+                mean = f"{statistics.fmean(d):+.3f}" if d else "–"
+                print(f"| {label} | {k} | {len(d)} | {mean} | {sd} |")
     return 0
 
 
