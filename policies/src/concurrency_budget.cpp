@@ -162,6 +162,15 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
   return costs;
 }
 
+std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
+                                 const std::optional<ModeCost>& throughput,
+                                 const ConcurrencySettings& settings) {
+  if (!settings.throughput_cost || !in_flight || !throughput) return in_flight;
+  const double shown = charged_low(*throughput, settings);
+  return shown > 1 - settings.target && shown > charged_low(*in_flight, settings) ? throughput
+                                                                                  : in_flight;
+}
+
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
                  const ConcurrencySettings& settings) {
   double total = 0, lost = 0;
@@ -279,12 +288,14 @@ void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
   while (samples.size() > settings_.samples) samples.pop_front();
 }
 
-void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns) {
+void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns,
+                                     double window_ns) {
   if (!(work > 0) || !(busy_ns > 0)) return;
   Period& period = series_[job].current;
   if (period.mode != mode) period = Period{.mode = mode};  // a period is of one mode
   period.work += work;
   period.busy_s += busy_ns / 1e9;
+  period.window_s += std::max(window_ns, busy_ns) / 1e9;
 }
 
 void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
@@ -312,26 +323,35 @@ void ConcurrencyBudget::close_period(Series& series, RunMode finished) {
     series.last.reset();  // a period not measured: the next one has no neighbour
     return;
   }
-  const double speed = std::log(period.work / period.busy_s);
+  const Speeds speeds{.in_flight = std::log(period.work / period.busy_s),
+                      .throughput = std::log(period.work / period.window_s)};
   if (series.last && series.last->first != finished) {
-    const auto [earlier, earlier_speed] = *series.last;
+    const auto [earlier, earlier_speeds] = *series.last;
     const bool ordered = index(earlier) < index(finished);
     const size_t low = index(ordered ? earlier : finished),
                  high = index(ordered ? finished : earlier);
-    const double difference = ordered ? speed - earlier_speed : earlier_speed - speed;
-    add(series.differences[low + high - 1], difference);  // (0,1), (0,2), (1,2): 0, 1, 2
+    const size_t pair = low + high - 1;  // (0,1), (0,2), (1,2): 0, 1, 2
+    auto difference = [&](double later, double before) {
+      return ordered ? later - before : before - later;
+    };
+    add(series.differences[pair], difference(speeds.in_flight, earlier_speeds.in_flight));
+    add(series.throughput_differences[pair],
+        difference(speeds.throughput, earlier_speeds.throughput));
   }
-  series.last = {finished, speed};
+  series.last = {finished, speeds};
 }
 
 ModeMeasures ConcurrencyBudget::measures() const {
   ModeMeasures result;
   std::array<bool, kRunModes> unknown{};
   for (const auto& [id, series] : series_) {
-    const std::array<std::optional<ModeCost>, kRunModes> costs = mode_costs(series.differences);
+    const std::array<std::optional<ModeCost>, kRunModes> in_flight = mode_costs(series.differences);
+    std::array<std::optional<ModeCost>, kRunModes> throughput{};
+    if (settings_.throughput_cost) throughput = mode_costs(series.throughput_differences);
     for (RunMode m : {RunMode::gated, RunMode::beside}) {
       // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
-      const std::optional<ModeCost>& cost = costs[index(m)];
+      const std::optional<ModeCost> cost =
+          job_cost(in_flight[index(m)], throughput[index(m)], settings_);
       std::optional<ModeCost>& worst = result.cost[index(m)];
       if (!cost) unknown[index(m)] = true;
       if (unknown[index(m)]) {

@@ -53,6 +53,8 @@ struct ConcurrencySettings {
                                   // rest on before the reference share falls to reference_share
   double gaps_limit = 0.9;        // production in flight at least this share of its paused
                                   // windows leaves no gaps for gated to fill (mode_shares)
+  bool throughput_cost = false;   // a cost shown in throughput beyond the target's allowance
+                                  // and beyond the speed in flight counts (job_cost)
 };
 
 // The paused share while beside's cost is not yet known, and the reference share while a cost
@@ -156,14 +158,33 @@ inline constexpr double kMaxDifference = 1.0;
 // yet known. Pure.
 std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences);
 
+// A production job's speed is its work per second *in flight*, so that a server's load does not
+// read as a cost. But a job that works on the CPU between its kernels can lose where the speed in
+// flight does not show it: on the H100 (2026-11-27, §4t) a launch-bound mobilenet_v2 b16 training
+// job with 10 ms of CPU time per step lost 10-14 % of its steps beside transformer training (what
+// MPS client priority cost it too), and its pairs of periods read that as 2.5-6 % in kernels per
+// ms in flight and 9-11 % in kernels per window of its busy time: beside, it had work in flight
+// for less of each window. The same pairs read the two measures within 0.01 of each other for
+// every job that kept the GPU busy (S5 resnet50 b8 and b32, S1b), and for a Poisson server (S2)
+// the throughput read -0.38 to +0.18 with errors of 0.09-0.2 (its arrivals, not its speed).
+// So, with ConcurrencySettings::throughput_cost, a mode's cost to one job is its cost in
+// throughput (kernels per window of busy time) where that, taken `noise_margin` standard errors
+// low, is above both the target's allowance (1 - target) and the cost in flight taken as low:
+// a loss the throughput shows beyond doubt and the speed in flight misses. Otherwise, and
+// without the setting, its cost in flight. Pure.
+std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
+                                 const std::optional<ModeCost>& throughput,
+                                 const ConcurrencySettings& settings);
+
 class ConcurrencyBudget {
  public:
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}
 
   // One measured window of production job `job` in the current period, run in `mode`: `work`
-  // (kernels completed) over `busy_ns` (time it had work on the GPU). A window without work or
-  // busy time says nothing.
-  void record_speed(uint64_t job, RunMode mode, double work, double busy_ns);
+  // (kernels completed) over `busy_ns` (time it had work on the GPU) and over `window_ns` (the
+  // window's length; 0: as busy_ns, a job in flight all the window), for its speed in flight and
+  // its throughput (job_cost). A window without work or busy time says nothing.
+  void record_speed(uint64_t job, RunMode mode, double work, double busy_ns, double window_ns = 0);
   // What the opportunistic jobs launched together over one window's time in `mode`.
   void record_gain(RunMode mode, double launches);
   // The share of one window in `mode` in which the busiest production job had work in flight
@@ -187,12 +208,16 @@ class ConcurrencyBudget {
  private:
   struct Period {
     RunMode mode = RunMode::paused;
-    double work = 0, busy_s = 0;
+    double work = 0, busy_s = 0, window_s = 0;
+  };
+  struct Speeds {  // a period's, in log: work per second in flight and per second of the windows
+    double in_flight = 0, throughput = 0;
   };
   struct Series {  // one production job's
     Period current;
-    std::optional<std::pair<RunMode, double>> last;  // the previous period's mode and log speed
-    PairedDifferences differences;
+    std::optional<std::pair<RunMode, Speeds>> last;  // the previous period's mode and speeds
+    PairedDifferences differences;                   // of the speed in flight
+    PairedDifferences throughput_differences;        // of the throughput
   };
   void add(std::deque<double>& samples, double value) const;
   void close_period(Series& series, RunMode finished);

@@ -118,6 +118,13 @@ const ParameterSpec kParameters[] = {
      "production job (and gains per mode): the memory every cost is measured over; more is "
      "steadier and slower to follow a change of production's load",
      true},
+    {"throughput_cost", 0, 0, 1,
+     "with concurrency: 1: a mode's cost to a production job is its cost in throughput (kernels "
+     "per window of the job's busy time) where that, taken low by its noise, is above the "
+     "target's allowance and above its cost in speed in flight (kernels per ms in flight): a loss "
+     "on the CPU side between a launch-bound job's kernels, which the speed in flight misses; 0: "
+     "the speed in flight alone",
+     true},
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
@@ -220,7 +227,8 @@ class HarvestPolicy final : public Policy {
                  .explore_share = kExploreShare,
                  .samples = static_cast<size_t>(p.at("cost_samples")),
                  .doubt_samples = p.at("doubt_samples"),
-                 .gaps_limit = p.at("gating_busy_limit")}) {}
+                 .gaps_limit = p.at("gating_busy_limit"),
+                 .throughput_cost = p.at("throughput_cost") != 0}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
@@ -503,7 +511,8 @@ class HarvestPolicy final : public Policy {
                                                       static_cast<double>(device.window_ns));
       budget_.record_speed(job.job_id, mode_,
                            static_cast<double>(production_[job.job_id].window_progress),
-                           static_cast<double>(job.in_flight_ns.value_or(device.window_ns)));
+                           static_cast<double>(job.in_flight_ns.value_or(device.window_ns)),
+                           static_cast<double>(device.window_ns));
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     if (busiest) budget_.record_busy(mode_, *busiest);

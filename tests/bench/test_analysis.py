@@ -184,6 +184,10 @@ class PeriodNoise(unittest.TestCase):
         self.assertIsNone(period_noise.windows("\n".join(lines))[1])  # default: 0.9 of the window
         self.assertEqual(period_noise.windows("\n".join(lines), 0.5)[1], ("paused", math.log(1000 / 30)))
 
+    def test_throughput_is_kernels_per_window(self):
+        lines = [self.tick("(paused)", 1000, 30000), self.tick("", 1000, 30000)]
+        self.assertEqual(period_noise.windows("\n".join(lines), 0, True)[1], ("paused", math.log(1000 / 50)))
+
     def test_a_beside_window_with_the_opportunistic_job_idle_is_not_beside(self):
         # S5's production controls run the opportunistic job registered and idle: its beside
         # windows launched nothing and pair with paused ones at no cost.

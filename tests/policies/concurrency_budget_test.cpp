@@ -399,6 +399,77 @@ TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten)
   EXPECT_FALSE(budget.measures().cost[kBeside]);
 }
 
+// job_cost: the cost in throughput counts only where it shows a loss beyond the target's
+// allowance that the speed in flight does not; a noisy throughput (a server's arrivals) does not.
+TEST(JobCost, ThroughputCountsOnlyBeyondTheAllowanceAndTheSpeedInFlight) {
+  ConcurrencySettings s = settings();
+  s.throughput_cost = true;
+  const ModeCost in_flight{.harm = 0.04, .error = 0.03, .samples = 10};
+  const ModeCost cpu_side{.harm = 0.10, .error = 0.02, .samples = 10};  // low: 0.08
+  const ModeCost noisy{.harm = 0.18, .error = 0.20, .samples = 10};     // low: 0
+  const ModeCost within{.harm = 0.06, .error = 0.02, .samples = 10};    // low: 0.04 <= 0.05
+  EXPECT_EQ(job_cost(in_flight, cpu_side, s)->harm, 0.10);
+  EXPECT_EQ(job_cost(in_flight, noisy, s)->harm, 0.04);
+  EXPECT_EQ(job_cost(in_flight, within, s)->harm, 0.04);
+  // Not beyond the cost in flight taken as low: a saturating job's 0.24 +- 0.06 in flight keeps it.
+  const ModeCost saturating{.harm = 0.24, .error = 0.06, .samples = 10};
+  EXPECT_EQ(job_cost(saturating, ModeCost{.harm = 0.29, .error = 0.12, .samples = 10}, s)->harm,
+            0.24);
+  EXPECT_FALSE(job_cost(std::nullopt, cpu_side, s));  // not known in flight: not known
+  EXPECT_EQ(job_cost(in_flight, std::nullopt, s)->harm, 0.04);
+  s.throughput_cost = false;
+  EXPECT_EQ(job_cost(in_flight, cpu_side, s)->harm, 0.04);
+}
+
+// A launch-bound job with CPU work between its kernels (on the H100, mobilenet_v2 b16 with 10 ms
+// pauses, §4t): beside, it completes 10 % fewer kernels per window at the same speed in flight,
+// because it has work in flight for less of each window. The speed in flight reads no cost and
+// beside takes all but the reference; with throughput_cost the 10 % counts and beside is held to
+// what the target allows.
+TEST(ConcurrencyBudget, ACostOnTheCpuSideCountsWithThroughputCost) {
+  auto run = [](bool throughput_cost) {
+    ConcurrencySettings s = settings();
+    s.throughput_cost = throughput_cost;
+    ConcurrencyBudget budget(s);
+    for (int i = 0; i < 24; ++i) {
+      const bool beside = i % 2 == 1;
+      const double noise = 1 + 0.02 * ((i * 7) % 5 - 2);  // deterministic, a few percent
+      const double window_ns = 50e6;
+      const double busy_ns = (beside ? 0.9 : 1.0) * 0.65 * window_ns;
+      const double work = 23.0 * busy_ns / 1e6 * noise;  // 23 kernels per ms in flight
+      for (int w = 0; w < 3; ++w)
+        budget.record_speed(1, beside ? RunMode::beside : RunMode::paused, work, busy_ns, window_ns);
+      budget.record_gain(beside ? RunMode::beside : RunMode::paused, beside ? 900 : 0);
+      budget.next_period(beside ? RunMode::beside : RunMode::paused);
+    }
+    return std::pair{budget.measures().cost[kBeside], budget.shares()[kBeside]};
+  };
+  const auto [in_flight_cost, in_flight_share] = run(false);
+  const auto [throughput_cost, throughput_share] = run(true);
+  ASSERT_TRUE(in_flight_cost && throughput_cost);
+  EXPECT_NEAR(in_flight_cost->harm, 0, 0.02);
+  EXPECT_NEAR(throughput_cost->harm, 0.1, 0.02);
+  EXPECT_GT(in_flight_share, 0.9);
+  EXPECT_LT(throughput_share, 0.6);
+}
+
+// A job in flight all of every window reads the same cost either way.
+TEST(ConcurrencyBudget, AJobInFlightAllTheTimeReadsTheSameCostEitherWay) {
+  auto cost = [](bool throughput_cost) {
+    ConcurrencySettings s = settings();
+    s.throughput_cost = throughput_cost;
+    ConcurrencyBudget budget(s);
+    for (int i = 0; i < 24; ++i) {
+      const RunMode mode = i % 2 ? RunMode::beside : RunMode::paused;
+      const double work = (i % 2 ? 0.8 : 1.0) * 1000 * (1 + 0.02 * ((i * 3) % 5 - 2));
+      budget.record_speed(1, mode, work, 50e6, 50e6);
+      budget.next_period(mode);
+    }
+    return budget.measures().cost[kBeside]->harm;
+  };
+  EXPECT_DOUBLE_EQ(cost(true), cost(false));
+}
+
 // Production's speed wanders far more between periods seconds apart than between adjacent ones
 // (on the H100: 0.21 against 0.085 in log speed). Here it doubles over the run while running
 // beside costs it 10 %: set against the period before, the cost is read exactly, where the mean of

@@ -19,8 +19,11 @@ ended and the gate for the next one).
 A launch-bound job that pauses on the CPU each step is in flight about two thirds of each window
 (§4t): with the default none of its windows count, with 0 all do.
 --per-log: a line per daemon log (one fresh daemon per repetition), not per archive.
+--throughput: production's kernels per window of its busy time instead of per ms in flight (the
+budget's `throughput_cost`): a launch-bound job with CPU work between its kernels can lose steps
+beside with no loss of speed in flight (§4t).
 
-Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] ARCHIVE.tgz ...
+Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] [--throughput] ARCHIVE.tgz ...
   e.g. python3 tools/bench/period_noise.py docs/bench-results/2026-11-26-m/call4*-s5g1-logs.tgz
        python3 tools/bench/period_noise.py --min-in-flight 0 --per-log \
          docs/bench-results/2026-11-27-p/call58-mb16p10-tt32-logs.tgz
@@ -37,7 +40,7 @@ MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
 
 
-def windows(text, min_in_flight=FULL):
+def windows(text, min_in_flight=FULL, throughput=False):
     """(mode, log speed) per tick line with one production and one opportunistic job; None where
     production was in flight less than `min_in_flight` of the window, where a beside window's
     opportunistic job launched nothing (it was not running beside: the budget measures only
@@ -51,7 +54,8 @@ def windows(text, min_in_flight=FULL):
         if previous and tick.opportunistic and tick.window_us and speed and not idle_beside:
             done, in_flight_us = speed
             if done > 0 and in_flight_us > 0 and in_flight_us >= min_in_flight * tick.window_us:
-                entry = (previous, math.log(done / (in_flight_us / 1000)))
+                per_us = tick.window_us if throughput else in_flight_us
+                entry = (previous, math.log(done / (per_us / 1000)))
         out.append(entry)
         if tick.opportunistic:
             previous = gate(tick.opportunistic[0])
@@ -96,6 +100,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--min-in-flight", type=float, default=FULL)
     parser.add_argument("--per-log", action="store_true")
+    parser.add_argument("--throughput", action="store_true")
     parser.add_argument("archives", nargs="+")
     args = parser.parse_args(argv)
     if not 0 <= args.min_in_flight <= 1:
@@ -105,7 +110,7 @@ def main(argv):
     for path in args.archives:
         groups = {}  # printed name -> k -> differences
         for name, text in daemon_logs(path):
-            entries = windows(text, args.min_in_flight)
+            entries = windows(text, args.min_in_flight, args.throughput)
             group = groups.setdefault(f"{os.path.basename(path)} {name}" if args.per_log
                                       else os.path.basename(path), {k: [] for k in MEASURED})
             for k in MEASURED:
