@@ -421,6 +421,12 @@ TEST(JobCost, ThroughputCountsOnlyBeyondTheAllowanceAndTheSpeedInFlight) {
   EXPECT_EQ(job_cost(in_flight, cpu_side, s)->harm, 0.04);
 }
 
+ConcurrencyBudget with_throughput_cost(bool on) {
+  ConcurrencySettings s = settings();
+  s.throughput_cost = on;
+  return ConcurrencyBudget(s);
+}
+
 // A launch-bound job with CPU work between its kernels (on the H100, mobilenet_v2 b16 with 10 ms
 // pauses, §4t): beside, it completes 10 % fewer kernels per window at the same speed in flight,
 // because it has work in flight for less of each window. The speed in flight reads no cost and
@@ -428,9 +434,7 @@ TEST(JobCost, ThroughputCountsOnlyBeyondTheAllowanceAndTheSpeedInFlight) {
 // what the target allows.
 TEST(ConcurrencyBudget, ACostOnTheCpuSideCountsWithThroughputCost) {
   auto run = [](bool throughput_cost) {
-    ConcurrencySettings s = settings();
-    s.throughput_cost = throughput_cost;
-    ConcurrencyBudget budget(s);
+    ConcurrencyBudget budget = with_throughput_cost(throughput_cost);
     for (int i = 0; i < 24; ++i) {
       const bool beside = i % 2 == 1;
       const double noise = 1 + 0.02 * ((i * 7) % 5 - 2);  // deterministic, a few percent
@@ -457,9 +461,7 @@ TEST(ConcurrencyBudget, ACostOnTheCpuSideCountsWithThroughputCost) {
 // A job in flight all of every window reads the same cost either way.
 TEST(ConcurrencyBudget, AJobInFlightAllTheTimeReadsTheSameCostEitherWay) {
   auto cost = [](bool throughput_cost) {
-    ConcurrencySettings s = settings();
-    s.throughput_cost = throughput_cost;
-    ConcurrencyBudget budget(s);
+    ConcurrencyBudget budget = with_throughput_cost(throughput_cost);
     for (int i = 0; i < 24; ++i) {
       const RunMode mode = i % 2 ? RunMode::beside : RunMode::paused;
       const double work = (i % 2 ? 0.8 : 1.0) * 1000 * (1 + 0.02 * ((i * 3) % 5 - 2));
