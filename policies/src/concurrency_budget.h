@@ -164,10 +164,10 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
 // job with 10 ms of CPU time per step lost 10-14 % of its steps beside transformer training (what
 // MPS client priority cost it too), and its pairs of periods read that as 2.6-5.8 % in kernels
 // per ms in flight and 8.9-11 % in kernels per window of its busy time: beside, it had work in
-// flight for less of each window. The same pairs read the two measures within 0.01 of each other
-// for every job that kept the GPU busy (S5 resnet50 b8 and b32, S1b), and for a Poisson server
-// (S2) the throughput followed its arrivals (one pair's noise 0.26-0.61 in log speed, against
-// 0.09-0.14 in flight).
+// flight for less of each window. The same pairs read the two measures a median 0.001-0.014
+// apart for every job that kept the GPU busy (S5 resnet50 b8 and b32, S1b), and for a Poisson
+// server (S2) the throughput followed its arrivals (one pair's noise 0.26-0.61 in log speed,
+// against 0.09-0.14 in flight).
 // So, with ConcurrencySettings::throughput_cost, a mode's cost to one job is its cost in
 // throughput (kernels per window of busy time) where that, taken `noise_margin` standard errors
 // low, is above both the target's allowance (1 - target) and the cost in flight taken as low:
