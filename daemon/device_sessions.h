@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "client_hooks.h"
 #include "connection_table.h"
 #include "gpu_inventory.h"
 #include "gpushare/protocol/wire.h"
@@ -21,13 +22,9 @@ namespace gpushare::daemon {
 struct DeviceHooks {
   // The machine's GPUs now (GpuInventory::from_nvml): empty, with *why, where NVML cannot tell.
   std::function<GpuInventory(std::string* why)> load;
-  // Sends one frame; false when the client is gone or was dropped meanwhile.
-  std::function<bool(Connection& c, protocol::MessageType type, const void* payload, size_t length)>
-      reply;
-  // Drops the client with one log line naming what was wrong.
-  std::function<void(int fd, const std::string& why)> drop;
-  // A warning keyed by client and reason, rate-limited (log_limiter.h).
-  std::function<void(const std::string& key, const std::string& line)> warn;
+  ReplyFrame reply;
+  DropClient drop;
+  WarnLimited warn;
 };
 
 // NVML is asked again for a UUID it did not know (a GPU that appeared after the daemon started, a

@@ -17,6 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "client_hooks.h"
 #include "config.h"
 #include "connection_table.h"
 #include "gpushare/protocol/wire.h"
@@ -48,10 +49,8 @@ struct MemoryHooks {
   std::function<void(Connection& c, const protocol::MemReply& answer)> reply;
   // The connection of `fd`, or nullptr when it is gone (a deferred answer looks it up again).
   std::function<Connection*(int fd)> connection;
-  // Drops the client with one log line naming what was wrong.
-  std::function<void(int fd, const std::string& why)> drop;
-  // A warning keyed by client and reason, rate-limited (log_limiter.h).
-  std::function<void(const std::string& key, const std::string& line)> warn;
+  DropClient drop;
+  WarnLimited warn;
 };
 
 class MemoryService {

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 
+#include "client_hooks.h"
 #include "config.h"
 #include "connection_table.h"
 #include "gpushare/protocol/wire.h"
@@ -33,11 +34,8 @@ struct MpsParts {
 
 // What the sessions ask of the rest of the daemon.
 struct MpsHooks {
-  // Sends one frame; false when the client is gone or was dropped meanwhile.
-  std::function<bool(Connection& c, protocol::MessageType type, const void* payload, size_t length)>
-      reply;
-  // Drops the client with one log line naming what was wrong.
-  std::function<void(int fd, const std::string& why)> drop;
+  ReplyFrame reply;
+  DropClient drop;
   // The supervisor's facts now (mps_supervisor.h): the service, the mode it was started in, and
   // its status for the ctl.
   std::function<MpsService()> service;

@@ -80,13 +80,27 @@ Server::~Server() {
   if (!socket_activated_ && !socket_path_.empty()) ::unlink(socket_path_.c_str());
 }
 
+ReplyFrame Server::reply_hook() {
+  return [this](Connection& c, protocol::MessageType type, const void* payload, size_t length) {
+    return reply(c, type, payload, length);
+  };
+}
+
+DropClient Server::drop_hook() {
+  return [this](int fd, const std::string& why) { drop(fd, why); };
+}
+
+WarnLimited Server::warn_hook() {
+  return [this](const std::string& key, const std::string& line) { warn_limited(key, line); };
+}
+
 ShimHooks Server::shim_hooks() {
   return {
       .reply = [this](Connection& c, protocol::MessageType type, const void* payload, size_t length,
                       int pass_fd) { return reply(c, type, payload, length, pass_fd); },
-      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .drop = drop_hook(),
       .registered = [this](Connection& c) { connections_.set_role(c, Connection::Role::shim); },
-      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
+      .warn = warn_hook(),
       .mps_client = [this](pid_t pid) { return mps_clients_.contains(pid); },
       .admit_memory = [this](Connection& c, Job& job,
                              const protocol::MemDeclare& m) { memory_.admit(c, job, m); },
@@ -98,10 +112,9 @@ ShimHooks Server::shim_hooks() {
 DeviceHooks Server::device_hooks() {
   return {
       .load = GpuInventory::from_nvml,
-      .reply = [this](Connection& c, protocol::MessageType type, const void* payload,
-                      size_t length) { return reply(c, type, payload, length); },
-      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
-      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
+      .reply = reply_hook(),
+      .drop = drop_hook(),
+      .warn = warn_hook(),
   };
 }
 
@@ -117,9 +130,8 @@ std::set<int> Server::known_devices() {
 
 MpsHooks Server::mps_hooks() {
   return {
-      .reply = [this](Connection& c, protocol::MessageType type, const void* payload,
-                      size_t length) { return reply(c, type, payload, length); },
-      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
+      .reply = reply_hook(),
+      .drop = drop_hook(),
       .service = [this] { return mps_.service(); },
       .mode = [this] { return mps_.mode(); },
       .status = [this] { return mps_.status(); },
@@ -134,8 +146,8 @@ MemoryHooks Server::memory_hooks() {
             reply(c, protocol::MessageType::mem_reply, &answer, sizeof answer);
           },
       .connection = [this](int fd) { return connections_.find(fd); },
-      .drop = [this](int fd, const std::string& why) { drop(fd, why); },
-      .warn = [this](const std::string& key, const std::string& line) { warn_limited(key, line); },
+      .drop = drop_hook(),
+      .warn = warn_hook(),
   };
 }
 

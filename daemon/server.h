@@ -71,6 +71,12 @@ class Server {
   ConfigResult reload();
   void notify_status();
 
+  // reply(), drop() and warn_limited() as every session component's hooks take them
+  // (client_hooks.h).
+  ReplyFrame reply_hook();
+  DropClient drop_hook();
+  WarnLimited warn_hook();
+
   // The shim sessions (shim_sessions.h) with the hooks they are given.
   ShimHooks shim_hooks();
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "authorization.h"
+#include "client_hooks.h"
 #include "config.h"
 #include "connection_table.h"
 #include "gpushare/protocol/wire.h"
@@ -38,12 +39,10 @@ struct ShimHooks {
   std::function<bool(Connection& c, protocol::MessageType type, const void* payload, size_t length,
                      int pass_fd)>
       reply;
-  // Drops the client with one log line naming what was wrong.
-  std::function<void(int fd, const std::string& why)> drop;
+  DropClient drop;
   // The connection is a registered shim now (its counts and limits change: connection_table.h).
   std::function<void(Connection& c)> registered;
-  // A warning keyed by client and reason, rate-limited (log_limiter.h).
-  std::function<void(const std::string& key, const std::string& line)> warn;
+  WarnLimited warn;
   // Was the process told, before its cuInit, to be an MPS client (mps_sessions.h)?
   std::function<bool(pid_t pid)> mps_client;
   // A well-formed declaration: admitted, refused or deferred (memory_service.h).

@@ -105,6 +105,15 @@ TEST(MpsSessions, AMalformedQueryIsDroppedWithWhatWasWrong) {
   EXPECT_EQ(mps_query_problem(unterminated), "job name is not NUL-terminated");
 }
 
+// A reply telling the job to run as an MPS client of `granted` class with these settings.
+void expect_use_mps(const protocol::MpsReply& reply, JobClass granted, uint32_t priority,
+                    uint32_t thread_percentage) {
+  EXPECT_EQ(reply.status, static_cast<uint32_t>(MpsStatus::use_mps));
+  EXPECT_EQ(reply.granted_class, static_cast<uint32_t>(granted));
+  EXPECT_EQ(reply.client_priority, priority);
+  EXPECT_EQ(reply.active_thread_percentage, thread_percentage);
+}
+
 // Production's settings go only to a peer a production rule matches by its kernel identity; any
 // other peer asking for production is answered as the opportunistic job it will register as.
 TEST(MpsSessions, TheClassAndItsSettingsComeFromTheKernelIdentity) {
@@ -113,11 +122,8 @@ TEST(MpsSessions, TheClassAndItsSettingsComeFromTheKernelIdentity) {
   MpsSessions sessions = s.make();
   Connection root = connection(100, 0);
   sessions.on_query(root, query(JobClass::production, "serve"));
-  protocol::MpsReply production = s.last_reply();
-  EXPECT_EQ(production.status, static_cast<uint32_t>(MpsStatus::use_mps));
-  EXPECT_EQ(production.granted_class, static_cast<uint32_t>(JobClass::production));
-  EXPECT_EQ(production.client_priority, 0u);
-  EXPECT_EQ(production.active_thread_percentage, 0u);
+  const protocol::MpsReply production = s.last_reply();
+  expect_use_mps(production, JobClass::production, 0, 0);
   EXPECT_STREQ(production.pipe_directory, "/run/gpushare/mps/pipe");
   EXPECT_TRUE(s.clients.contains(100));
 
@@ -125,11 +131,7 @@ TEST(MpsSessions, TheClassAndItsSettingsComeFromTheKernelIdentity) {
   s.config.production_rules[0].uid = 1;  // a reload: no rule matches root any more
   Connection claims = connection(101, 0);
   sessions.on_query(claims, query(JobClass::production, "serve"));
-  protocol::MpsReply demoted = s.last_reply();
-  EXPECT_EQ(demoted.status, static_cast<uint32_t>(MpsStatus::use_mps));
-  EXPECT_EQ(demoted.granted_class, static_cast<uint32_t>(JobClass::opportunistic));
-  EXPECT_EQ(demoted.client_priority, 1u);
-  EXPECT_EQ(demoted.active_thread_percentage, 30u);
+  expect_use_mps(s.last_reply(), JobClass::opportunistic, 1, 30);
   EXPECT_TRUE(s.dropped.empty());
 }
 
