@@ -101,15 +101,33 @@ std::array<double, kRunModes> plan_shares(const std::array<double, kRunModes>& c
   return shares;
 }
 
+// One pair's differences as the fit reads them: clipped to kMaxDifference and, robust, winsorized
+// around their median ("Robust costs").
+std::deque<double> fitted_differences(const std::deque<double>& raw, bool robust) {
+  std::deque<double> values;
+  for (double v : raw) values.push_back(std::clamp(v, -kMaxDifference, kMaxDifference));
+  if (!robust || values.size() < kRobustSamples) return values;
+  const double middle = median(values.begin(), values.end());
+  std::deque<double> deviations;
+  for (double v : values) deviations.push_back(std::abs(v - middle));
+  const double spread =
+      kRobustSpread * std::max(kRobustFloor, 1.4826 * median(deviations.begin(), deviations.end()));
+  for (double& v : values) v = std::clamp(v, middle - spread, middle + spread);
+  return values;
+}
+
 }  // namespace
 
-std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences) {
+std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& raw,
+                                                          bool robust) {
+  PairedDifferences differences;
+  for (size_t p = 0; p < 3; ++p) differences[p] = fitted_differences(raw[p], robust);
   std::array<double, 3> n{}, mean{};
   double total = 0;
   for (size_t p = 0; p < 3; ++p) {
     if (differences[p].empty()) continue;
     n[p] = static_cast<double>(differences[p].size());
-    for (double v : differences[p]) mean[p] += std::clamp(v, -kMaxDifference, kMaxDifference);
+    for (double v : differences[p]) mean[p] += v;
     mean[p] /= n[p];
     total += n[p];
   }
@@ -119,7 +137,7 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
     double squares = 0;
     for (size_t p = 0; p < 3; ++p)
       for (double v : differences[p]) {
-        const double r = std::clamp(v, -kMaxDifference, kMaxDifference) - fitted[p];
+        const double r = v - fitted[p];
         squares += r * r;
       }
     return total > parameters ? squares / (total - parameters) : 0;
@@ -131,10 +149,18 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
   std::array<std::optional<ModeCost>, kRunModes> costs{};
   // The direct pairs against paused (differences[0] or [1]) each read at least kClearCost.
   const double clear_effect = std::log(1 - kClearCost);
+  // Robust, a difference at the clip is no such evidence: a stall, not a mode ("Robust costs").
   auto clear = [&](size_t pair) {
-    const std::deque<double>& direct = differences[pair];
+    const std::deque<double>& direct = raw[pair];
     return direct.size() >= kClearCostSamples &&
-           std::all_of(direct.begin(), direct.end(), [&](double v) { return v <= clear_effect; });
+           std::all_of(direct.begin(), direct.end(), [&](double v) {
+             return v <= clear_effect && !(robust && v <= -kMaxDifference);
+           });
+  };
+  // The least cost a direct pair read (ModeCost::least_harm).
+  auto least_harm = [&](size_t pair) {
+    const std::deque<double>& direct = differences[pair];
+    return direct.empty() ? 1.0 : 1 - std::exp(*std::max_element(direct.begin(), direct.end()));
   };
   auto cost = [&](double effect, double weight_inverse, double variance,
                   bool clearly) -> std::optional<ModeCost> {
@@ -150,18 +176,19 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
     const double spread = variance(mean, (n[0] > 0) + (n[1] > 0));
     if (n[0] > 0) costs[index(RunMode::gated)] = cost(mean[0], 1 / n[0], spread, clear(0));
     if (n[1] > 0) costs[index(RunMode::beside)] = cost(mean[1], 1 / n[1], spread, clear(1));
-    return costs;
+  } else {
+    if (det <= 0) return costs;  // gated against beside only: neither against paused
+    const double r_g = n[0] * mean[0] - n[2] * mean[2], r_b = n[1] * mean[1] + n[2] * mean[2];
+    const double effect_g = (a_bb * r_g - a_gb * r_b) / det,
+                 effect_b = (a_gg * r_b - a_gb * r_g) / det;
+    const double spread = variance({effect_g, effect_b, effect_b - effect_g}, 2);
+    costs[index(RunMode::gated)] = cost(effect_g, a_bb / det, spread, clear(kPairPausedGated));
+    costs[index(RunMode::beside)] = cost(effect_b, a_gg / det, spread, clear(kPairPausedBeside));
   }
-  if (det <= 0) return costs;  // gated against beside only: neither against paused
-  const double r_g = n[0] * mean[0] - n[2] * mean[2], r_b = n[1] * mean[1] + n[2] * mean[2];
-  const double effect_g = (a_bb * r_g - a_gb * r_b) / det,
-               effect_b = (a_gg * r_b - a_gb * r_g) / det;
-  const double spread = variance({effect_g, effect_b, effect_b - effect_g}, 2);
-  costs[index(RunMode::gated)] = cost(effect_g, a_bb / det, spread, clear(kPairPausedGated));
-  costs[index(RunMode::beside)] = cost(effect_b, a_gg / det, spread, clear(kPairPausedBeside));
+  if (costs[index(RunMode::gated)]) costs[index(RunMode::gated)]->least_harm = least_harm(0);
+  if (costs[index(RunMode::beside)]) costs[index(RunMode::beside)]->least_harm = least_harm(1);
   return costs;
 }
-
 std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                  const std::optional<ModeCost>& throughput,
                                  const ConcurrencySettings& settings) {
@@ -217,6 +244,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   const double explore = debt > 0 ? 0 : settings.explore_share;
   std::array<double, kRunModes> cost{};
   std::array<double, kRunModes> learning{};  // the reference share each mode's reading asks for
+  std::array<double, kRunModes> recheck{};   // the least share a contested reading asks for
   double budget = allowed;
   for (RunMode m : kCandidates) {
     if (!measures.cost[index(m)]) continue;  // gated, not yet needed
@@ -246,6 +274,11 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // opportunistic job that share for as long.
     if (doubtful && low < high && c.samples < settings.doubt_samples)
       learning[index(m)] = kLearningReference * (1 - c.samples / settings.doubt_samples);
+    // Robust costs: a cost held against the mode on as few pairs, where a direct pair read it
+    // within the allowance, is rechecked at the same share, from paused's time, debt or not.
+    if (settings.robust_costs && !doubtful && c.samples < settings.doubt_samples &&
+        c.least_harm <= 1 - settings.target)
+      recheck[index(m)] = kLearningReference * (1 - c.samples / settings.doubt_samples);
   }
   budget = std::max(0.0, budget);
   const double gain_b = std::max(0.0, *measures.gain[b]);
@@ -265,6 +298,12 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     if (shares[index(m)] > explore + 1e-9) relied_on = std::max(relied_on, learning[index(m)]);
   if (relied_on < reference)
     shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, explore);
+  for (RunMode m : kCandidates) {
+    const double raise = std::min(std::max(0.0, shares[p] - settings.reference_share),
+                                  std::max(0.0, recheck[index(m)] - shares[index(m)]));
+    shares[index(m)] += raise;
+    shares[p] -= raise;
+  }
   if (gated_known) return shares;
   // Gated not yet measured: beside as far as it fits. Where that leaves production paused
   // (beside's cost is above the target) and production leaves gaps, gated may harvest the time
@@ -345,9 +384,11 @@ ModeMeasures ConcurrencyBudget::measures() const {
   ModeMeasures result;
   std::array<bool, kRunModes> unknown{};
   for (const auto& [id, series] : series_) {
-    const std::array<std::optional<ModeCost>, kRunModes> in_flight = mode_costs(series.differences);
+    const std::array<std::optional<ModeCost>, kRunModes> in_flight =
+        mode_costs(series.differences, settings_.robust_costs);
     std::array<std::optional<ModeCost>, kRunModes> throughput{};
-    if (settings_.throughput_cost) throughput = mode_costs(series.throughput_differences);
+    if (settings_.throughput_cost)
+      throughput = mode_costs(series.throughput_differences, settings_.robust_costs);
     for (RunMode m : {RunMode::gated, RunMode::beside}) {
       // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
       const std::optional<ModeCost> cost =

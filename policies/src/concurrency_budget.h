@@ -55,6 +55,8 @@ struct ConcurrencySettings {
                                   // windows leaves no gaps for gated to fill (mode_shares)
   bool throughput_cost = false;   // a cost shown in throughput beyond the target's allowance
                                   // and beyond the speed in flight counts (job_cost)
+  bool robust_costs = false;      // costs read robustly and rechecked while contested
+                                  // (mode_costs, mode_shares: "Robust costs")
 };
 
 // The paused share while beside's cost is not yet known, and the reference share while a cost
@@ -77,6 +79,10 @@ struct ModeCost {
   double harm = 0;
   double error = 0;
   double samples = 0;  // what the estimate is worth in direct pairs of periods (mode_costs)
+  // The least cost one direct pair against paused read (1 - e^(its largest difference)); 1 where
+  // none is kept. With robust costs, a reading some pair contests (this within the target's
+  // allowance) is rechecked the sooner (mode_shares).
+  double least_harm = 1;
 };
 
 // Each mode's cost (worst over the production jobs; none: not measured yet) and gain (the
@@ -154,9 +160,30 @@ inline constexpr double kClearCost = 0.25;
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.
 inline constexpr double kMaxDifference = 1.0;
 
+// Robust costs (ConcurrencySettings::robust_costs). A production job's speed has heavy tails: on
+// the H100 (S5, S1b, 2026-11-26/27, every daemon log of calls 19-62) 1-3 % of its 50 ms windows
+// ran at less than 0.6 of the windows around them, in every mode alike (paused too), and a pair
+// of periods holding one differs by 0.5-1.5 in log speed where the rest spread by about 0.1. Two
+// such pairs among a gappy resnet50 b8 job's first four read running beside as a 40 % cost
+// (2026-11-27, call 62; beside then got 0.05 of production's busy time for the rest of the run)
+// where its other pairs read 0-3 %. So, with robust costs:
+// - each pair's differences, once there are kRobustSamples, are winsorized: taken at most
+//   kRobustSpread robust standard deviations (1.4826 x the median absolute deviation, at least
+//   kRobustFloor) from their median, so a stall weighs as an ordinary bad pair;
+// - a difference at the clip (kMaxDifference) is no evidence of a clear cost;
+// - a cost held against a mode (not given the doubt) on fewer than doubt_samples pairs, where a
+//   direct pair read it within the target's allowance, is rechecked: the mode runs at least the
+//   share the doubt would pause (kLearningReference in proportion to the pairs missing), debt or
+//   not, so that its reading rests on enough pairs before it holds the opportunistic job back for
+//   good (mode_shares).
+inline constexpr size_t kRobustSamples = 5;
+inline constexpr double kRobustSpread = 3;
+inline constexpr double kRobustFloor = 0.02;
+
 // Costs of gated and beside (index: RunMode; paused: none, it is the reference); none where not
-// yet known. Pure.
-std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences);
+// yet known. `robust`: see "Robust costs". Pure.
+std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifferences& differences,
+                                                          bool robust = false);
 
 // A production job's speed is its work per second *in flight*, so that a server's load does not
 // read as a cost. But a job that works on the CPU between its kernels can lose where the speed in

@@ -125,6 +125,13 @@ const ParameterSpec kParameters[] = {
      "on the CPU side between a launch-bound job's kernels, which the speed in flight misses; 0: "
      "the speed in flight alone",
      true},
+    {"robust_costs", 0, 0, 1,
+     "with concurrency: 1: each pair of modes' differences between adjacent periods are taken at "
+     "most 3 robust standard deviations from their median (a stalled period weighs as an ordinary "
+     "bad one), and a cost held against a mode on fewer than doubt_samples pairs, one of which "
+     "read it within the target's allowance, is rechecked at the share the doubt would pause; 0: "
+     "the mean of the differences clipped at a factor of e",
+     true},
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
@@ -228,7 +235,8 @@ class HarvestPolicy final : public Policy {
                  .samples = static_cast<size_t>(p.at("cost_samples")),
                  .doubt_samples = p.at("doubt_samples"),
                  .gaps_limit = p.at("gating_busy_limit"),
-                 .throughput_cost = p.at("throughput_cost") != 0}) {}
+                 .throughput_cost = p.at("throughput_cost") != 0,
+                 .robust_costs = p.at("robust_costs") != 0}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
