@@ -878,6 +878,16 @@ Case s5_gappy(double gated_gain) {
   return c;
 }
 
+// S5's costly pairs at 1 s phases: a saturating job (both modes cost it) and a transformer server
+// (beside costs it 36 %), +-10 % per window.
+Case s5_costly(double gated_cost, double gated_gain, double beside_cost, double beside_gain) {
+  Case c{gated_cost, gated_gain, beside_cost, beside_gain};
+  c.spread = 0.1;
+  c.phase_windows = 20;
+  c.ramp_windows = 2;
+  return c;
+}
+
 TEST(HarvestConcurrency, ShortBusyPhasesStillRunHarmlessConcurrency) {
   Case c = s5_gappy(0.3);
   const Outcome outcome = run_concurrency(c, 120, 20);
@@ -1067,13 +1077,8 @@ TEST(HarvestConcurrency, AFreshBudgetHarvestsInTheBenchmarksWindow) {
     double production, opportunistic;  // at least, on average, with learning periods of 150 ms
     double production_gained;  // production's gain over learning periods of 200 ms, at least
   };
-  Case saturating{0.25, 0.13, 0.25, 0.5};
-  Case inference{0.02, 0.0, 0.36, 0.75};
-  for (Case* c : {&saturating, &inference}) {
-    c->spread = 0.1;
-    c->phase_windows = 20;
-    c->ramp_windows = 2;
-  }
+  const Case saturating = s5_costly(0.25, 0.13, 0.25, 0.5);
+  const Case inference = s5_costly(0.02, 0.0, 0.36, 0.75);
   Case jittery = s5_gappy(0.3);
   jittery.spread = 0.1;
   jittery.jitter = 0.15;
@@ -1114,13 +1119,8 @@ TEST(HarvestConcurrency, AFreshBudgetHarvestsInTheBenchmarksWindow) {
 TEST(HarvestConcurrency, RobustCostsHarvestMoreWhereStallsFallInBesidePeriods) {
   Case gappy = s5_gappy(0.3);
   gappy.spread = 0.1;
-  Case saturating{0.25, 0.13, 0.25, 0.5};
-  Case inference{0.02, 0.0, 0.36, 0.75};
-  for (Case* c : {&saturating, &inference}) {
-    c->spread = 0.1;
-    c->phase_windows = 20;
-    c->ramp_windows = 2;
-  }
+  const Case saturating = s5_costly(0.25, 0.13, 0.25, 0.5);
+  const Case inference = s5_costly(0.02, 0.0, 0.36, 0.75);
   struct Mean {
     double production = 0, opportunistic = 0;
     int held = 0;  // runs that gave the opportunistic job less than half of its gain beside
