@@ -161,10 +161,10 @@ inline constexpr double kClearCost = 0.25;
 inline constexpr double kMaxDifference = 1.0;
 
 // Robust costs (ConcurrencySettings::robust_costs). A production job's speed has heavy tails: on
-// the H100 (S5, S1b, 2026-11-26/27, every daemon log of calls 19-62) 1-3 % of its 50 ms windows
-// ran at less than 0.6 of the windows around them, in every mode alike (paused too), and a pair
-// of periods holding one differs by 0.5-1.5 in log speed where the rest spread by about 0.1. Two
-// such pairs among a gappy resnet50 b8 job's first four read running beside as a 40 % cost
+// the H100 (S5 gappy and S1b, 2026-11-26/27, tools/bench/stalls.py) 1.1-2.4 % of its 50 ms windows
+// ran at less than 0.6 of the three before them in their run, in every mode (paused: 2.4 %), and a
+// pair of periods holding one differs by 0.5-1.5 in log speed where the rest spread by about 0.1.
+// Two such pairs among a gappy resnet50 b8 job's first four read running beside as a 40 % cost
 // (2026-11-27, call 62; beside then got 0.05 of production's busy time for the rest of the run)
 // where its other pairs read 0-3 %. So, with robust costs:
 // - each pair's differences, once there are kRobustSamples, are winsorized: taken at most

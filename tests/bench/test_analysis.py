@@ -22,6 +22,7 @@ from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search
 from scenario_pair import CONTROLS, _nt_spread, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import period_noise  # noqa: E402
 import round_plot  # noqa: E402
+import stalls  # noqa: E402
 import start_up  # noqa: E402
 import tick_shares  # noqa: E402
 
@@ -203,6 +204,40 @@ class PeriodNoise(unittest.TestCase):
         lines = [self.tick(g, 1600) for g in gates]
         lines.insert(4, self.tick("", 0, 0))  # production idle between the runs
         self.assertEqual(period_noise.differences(period_noise.windows("\n".join(lines)), 1), [])
+
+
+class Stalls(unittest.TestCase):
+    """tools/bench/stalls.py: stalls by mode, beside windows after pauses, robust readings."""
+
+    def test_a_window_below_06_of_the_three_before_in_its_run_is_a_stall(self):
+        entries = [("paused", math.log(40))] * 3 + [("paused", math.log(20)), ("paused", math.log(39)),
+                                                    None, ("beside", math.log(10))]
+        # The 4th paused window (half of the three before) stalls; the 5th is set against 40, 40, 20.
+        # The beside window follows no three of its mode: not counted.
+        self.assertEqual(stalls.stalls_by_mode(entries), {"paused": (2, 1)})
+
+    def test_beside_windows_after_a_pause_are_set_against_the_paused_ones_before(self):
+        long_run = [("paused", math.log(40))] * 6
+        entries = long_run + [("beside", math.log(20)), ("beside", math.log(40)), ("paused", math.log(40)),
+                              ("beside", math.log(40))]
+        changes = stalls.resumed(entries, 6)
+        self.assertAlmostEqual(changes[("long", 0)][0], math.log(0.5))
+        self.assertAlmostEqual(changes[("long", 1)][0], 0.0)
+        self.assertEqual(changes[("short", 0)], [0.0])  # after one paused window
+
+    def test_the_robust_reading_winsorizes_as_the_budget_does(self):
+        # Four differences: too few to winsorize, only clipped to 1 (the budget's kRobustSamples).
+        self.assertEqual(stalls.winsorized([-1.3, 0.02, -0.01, 0.03]), [-1.0, 0.02, -0.01, 0.03])
+        # Six: the median is -0.005, the median absolute deviation 0.02 (above the floor of 0.02
+        # once scaled by 1.4826), so the stall is taken 3 x 1.4826 x 0.02 below the median.
+        # ModeCosts.RobustCostsTakeAStallAtTheEdgeOfTheSpread (tests/policies) reads the same
+        # differences.
+        values = [-1.3, 0.02, -0.01, 0.03, 0.0, -0.02]
+        fitted = stalls.winsorized(values)
+        self.assertAlmostEqual(fitted[0], -0.005 - 3 * 1.4826 * 0.02)
+        self.assertEqual(fitted[1:], values[1:])
+        self.assertGreater(stalls.cost(values, False), 0.14)
+        self.assertLess(stalls.cost(values, True), 0.03)
 
 
 class StartUp(unittest.TestCase):

@@ -657,7 +657,7 @@ struct Case {
   double cpu_side_cost = 0;
   bool throughput_cost = false;  // the policy's throughput_cost
   // Stalls: each busy window, in every mode alike, runs at kDipSpeed of its speed with this
-  // probability (on the H100 1-3 % of a resnet50 b8 job's windows ran at less than 0.6 of the
+  // probability (on the H100 1.1-2.4 % of a resnet50 b8 job's windows ran at less than 0.6 of the
   // windows around them, paused too; "Robust costs").
   double dip_rate = 0;
   bool robust_costs = false;  // the policy's robust_costs
