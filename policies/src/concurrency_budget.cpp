@@ -189,6 +189,7 @@ std::array<std::optional<ModeCost>, kRunModes> mode_costs(const PairedDifference
   if (costs[index(RunMode::beside)]) costs[index(RunMode::beside)]->least_harm = least_harm(1);
   return costs;
 }
+
 std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                  const std::optional<ModeCost>& throughput,
                                  const ConcurrencySettings& settings) {
