@@ -273,13 +273,14 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // to the pairs still missing (from kLearningReference), so such a reading is corrected within
     // a few seconds of busy production, while a gappy job's reading near 0 costs the
     // opportunistic job that share for as long.
+    const double few_pairs_share = kLearningReference * (1 - c.samples / settings.doubt_samples);
     if (doubtful && low < high && c.samples < settings.doubt_samples)
-      learning[index(m)] = kLearningReference * (1 - c.samples / settings.doubt_samples);
+      learning[index(m)] = few_pairs_share;
     // Robust costs: a cost held against the mode on as few pairs, where a direct pair read it
     // within the allowance, is rechecked at the same share, from paused's time, debt or not.
     if (settings.robust_costs && !doubtful && c.samples < settings.doubt_samples &&
         c.least_harm <= 1 - settings.target)
-      recheck[index(m)] = kLearningReference * (1 - c.samples / settings.doubt_samples);
+      recheck[index(m)] = few_pairs_share;
   }
   budget = std::max(0.0, budget);
   const double gain_b = std::max(0.0, *measures.gain[b]);

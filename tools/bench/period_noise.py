@@ -40,6 +40,14 @@ MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
 
 
+def share(text):
+    """An argparse type: a share of a window, within 0 and 1 (--min-in-flight)."""
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share within 0 and 1, got {text}")
+    return value
+
+
 def windows(text, min_in_flight=FULL, throughput=False):
     """(mode, log speed) per tick line with one production and one opportunistic job; None where
     production was in flight less than `min_in_flight` of the window, where a beside window's
@@ -98,13 +106,11 @@ def differences(entries, k):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--min-in-flight", type=float, default=FULL)
+    parser.add_argument("--min-in-flight", type=share, default=FULL)
     parser.add_argument("--per-log", action="store_true")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("archives", nargs="+")
     args = parser.parse_args(argv)
-    if not 0 <= args.min_in_flight <= 1:
-        parser.error(f"--min-in-flight must be within 0 and 1, got {args.min_in_flight}")
     print("| archive | measured windows per period | pairs | mean (beside less paused) | sd |")
     print("|---|---|---|---|---|")
     for path in args.archives:

@@ -29,7 +29,7 @@ import os
 import statistics
 import sys
 
-from period_noise import differences, windows
+from period_noise import differences, share, windows
 from tick_shares import daemon_logs
 
 STALL = math.log(0.6)   # a window below 0.6 of its reference
@@ -106,12 +106,10 @@ def cell(values):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--min-in-flight", type=float, default=0.9)
+    parser.add_argument("--min-in-flight", type=share, default=0.9)
     parser.add_argument("--long", type=int, default=6)
     parser.add_argument("archives", nargs="+")
     args = parser.parse_args(argv)
-    if not 0 <= args.min_in_flight <= 1:
-        parser.error(f"--min-in-flight must be within 0 and 1, got {args.min_in_flight}")
     if args.long < 1:
         parser.error(f"--long must be at least 1 window, got {args.long}")
     by_mode, after_pause, readings = [], [], []
