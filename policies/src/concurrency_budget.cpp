@@ -199,6 +199,11 @@ std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                                                                   : in_flight;
 }
 
+double learning_share(double period_share, double reference_length) {
+  const double paused = period_share * reference_length;
+  return paused > 0 ? paused / (paused + 1 - period_share) : 0;
+}
+
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
                  const ConcurrencySettings& settings) {
   double total = 0, lost = 0;
@@ -221,8 +226,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // Still learning what running beside costs: half of production's time each, paused and
     // beside alternating, so that every period after the first is a pair (see kLearningReference).
     std::array<double, kRunModes> learning{};
-    learning[p] = kLearningReference;
-    learning[b] = 1 - kLearningReference;
+    learning[p] = learning_share(kLearningReference, settings.reference_length);
+    learning[b] = 1 - learning[p];
     return learning;
   }
   // Gated is learnt only once it is needed: while beside's cost fits the target over all of
@@ -273,7 +278,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // to the pairs still missing (from kLearningReference), so such a reading is corrected within
     // a few seconds of busy production, while a gappy job's reading near 0 costs the
     // opportunistic job that share for as long.
-    const double few_pairs_share = kLearningReference * (1 - c.samples / settings.doubt_samples);
+    const double few_pairs_share = learning_share(
+        kLearningReference * (1 - c.samples / settings.doubt_samples), settings.reference_length);
     if (doubtful && low < high && c.samples < settings.doubt_samples)
       learning[index(m)] = few_pairs_share;
     // Robust costs: a cost held against the mode on as few pairs, where a direct pair read it
@@ -426,18 +432,32 @@ bool ConcurrencyBudget::learning() const {
   return !beside || beside->samples < settings_.doubt_samples;
 }
 
-RunMode ConcurrencyBudget::next_period(RunMode finished) {
+RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
+  length = std::max(0.0, length);
   for (auto& [id, series] : series_) close_period(series, finished);
-  for (double& weight : ran_) weight *= 1 - 1 / kDebtMemory;
-  ran_[index(finished)] += 1;
+  for (double& weight : ran_) weight *= std::pow(1 - 1 / kDebtMemory, length);
+  ran_[index(finished)] += length;
   const std::array<double, kRunModes> share = shares();
+  // The finished period is charged its length, and each mode credited its share of it; the
+  // next is the mode furthest behind its share (ties, within rounding: the first, paused).
+  credit_[index(finished)] -= length;
   size_t best = 0;
   for (size_t m = 0; m < kRunModes; ++m) {
-    credit_[m] += share[m];
-    if (credit_[m] > credit_[best]) best = m;
+    credit_[m] += share[m] * length;
+    if (credit_[m] > credit_[best] + 1e-9) best = m;
   }
-  credit_[best] -= 1;
   return static_cast<RunMode>(best);
+}
+
+RunMode ConcurrencyBudget::resume_mode(RunMode current) const {
+  if (current != RunMode::paused) return current;
+  const std::array<double, kRunModes> share = shares();
+  std::optional<size_t> best;
+  for (RunMode m : kCandidates)
+    if (share[index(m)] > 0 && credit_[index(m)] > 0 &&
+        (!best || credit_[index(m)] > credit_[*best] + 1e-9))
+      best = index(m);
+  return best ? static_cast<RunMode>(*best) : current;
 }
 
 }  // namespace gpushare::policies

@@ -57,6 +57,8 @@ struct ConcurrencySettings {
                                   // and beyond the speed in flight counts (job_cost)
   bool robust_costs = false;      // costs read robustly and rechecked while contested
                                   // (mode_costs, mode_shares: "Robust costs")
+  double reference_length = 1;    // a paused period's length over a learning period's (the
+                                  // policy's reference_period_ms over learning_period_ms)
 };
 
 // The paused share while beside's cost is not yet known, and the reference share while a cost
@@ -72,6 +74,14 @@ struct ConcurrencySettings {
 // resnet50 b32 job, 25 % against 20 %), so it is learnt only where beside alone is shown not to
 // fit.
 inline constexpr double kLearningReference = 0.5;
+
+// Shares are of production's busy time, and a paused period is shorter than the others (the
+// policy's reference_period_ms: one measured window after the settling one, where the others
+// hold two or three; on the H100 a pair of periods with one measured window on each side spread
+// 0.11-0.14 in log speed, against 0.08-0.14 with two: tools/bench/period_noise.py, 2026-11-27). So
+// the share of the periods that a learning rule pauses (kLearningReference: every other one) is,
+// in time, this: `period_share` x `reference_length` over what all the periods take. Pure.
+double learning_share(double period_share, double reference_length);
 
 // What running in a mode costs a production job, as a fraction of its solo speed (0.1: 10 %
 // slower), with the standard error of that estimate.
@@ -229,9 +239,17 @@ class ConcurrencyBudget {
   // Whether beside's cost is still being learnt: not yet known, or known from fewer than
   // doubt_samples pairs of periods (the policy then runs shorter periods: learning_period_ms).
   bool learning() const;
-  // Ends the current period, run in `finished`, and returns the mode of the next: each mode's
-  // periods make up its share, spread evenly (smooth weighted round robin).
-  RunMode next_period(RunMode finished);
+  // Ends the current period, run in `finished` for `length` (over a period of the other modes:
+  // a paused period is shorter), and returns the mode of the next: each mode's periods make up
+  // its share of the time, spread evenly (smooth weighted round robin, weighted by length).
+  RunMode next_period(RunMode finished, double length = 1);
+  // The mode of the first period after production's return from a long idle (`current`: the
+  // period's mode before it): not paused where another mode has a share. Production's first
+  // windows after a return are its least steady, and a paused period there, shorter than the
+  // others, would make them the reference: every mode would read as cheaper. In a mode that runs
+  // the opportunistic jobs they make it read as costlier, which errs toward production; the
+  // paused period comes later, its share of the time kept.
+  RunMode resume_mode(RunMode current) const;
 
  private:
   struct Period {

@@ -57,6 +57,11 @@ const ParameterSpec kParameters[] = {
      "with concurrency: the control period while the cost of running beside production rests on "
      "fewer than doubt_samples pairs of periods (learning): shorter periods make those pairs "
      "sooner, for less of production's time paused or slowed"},
+    {"reference_period_ms", 100, 10, 10'000,
+     "with concurrency: the length of a paused period (production's solo reference), its settling "
+     "window included; it ends after one measured window at least. Shorter than the other "
+     "periods, so that each pair of periods pauses the opportunistic jobs for less of "
+     "production's time"},
     {"smoothing", 0.5, 0.05, 1.0, "weight of a new period in each production job's rate estimate"},
     {"noise_margin", 1.0, 0, 10,
      "standard errors of the rate estimate that a shortfall must exceed before it counts"},
@@ -140,6 +145,18 @@ const ParameterSpec kParameters[] = {
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
 constexpr int kConcurrencyWhereMps = 2;
+
+// A duration in whole windows of `window_ns` (the current one).
+double in_windows(uint64_t ns, uint64_t window_ns) {
+  return window_ns > 0 ? std::round(static_cast<double>(ns) / static_cast<double>(window_ns)) : 0;
+}
+// Whether a period of `elapsed` has reached `length`, counted in whole windows: the daemon's
+// windows run some tens of microseconds either side of its tick, and on the H100 (2026-11-27,
+// calls 63-64) a learning period of three 50 ms windows that fell short of 150 ms by a few
+// microseconds ran a fourth about half the time.
+bool reached(uint64_t elapsed, uint64_t length, uint64_t window_ns) {
+  return in_windows(elapsed, window_ns) >= std::max(1.0, in_windows(length, window_ns));
+}
 // Periods in a row at or above target with the limit unused before the limit is lifted.
 constexpr int kLiftPeriods = 5;
 // A limit this many times what the class used in a period is not holding it back.
@@ -211,6 +228,7 @@ class HarvestPolicy final : public Policy {
         increase_(p.at("increase")),
         control_period_ns_(static_cast<uint64_t>(p.at("control_period_ms") * 1e6)),
         learning_period_ns_(static_cast<uint64_t>(p.at("learning_period_ms") * 1e6)),
+        reference_period_ns_(static_cast<uint64_t>(p.at("reference_period_ms") * 1e6)),
         probe_interval_ns_(static_cast<uint64_t>(p.at("probe_interval_ms") * 1e6)),
         noise_margin_(p.at("noise_margin")),
         idle_windows_needed_(static_cast<uint32_t>(p.at("idle_windows"))),
@@ -236,7 +254,8 @@ class HarvestPolicy final : public Policy {
                  .doubt_samples = p.at("doubt_samples"),
                  .gaps_limit = p.at("gating_busy_limit"),
                  .throughput_cost = p.at("throughput_cost") != 0,
-                 .robust_costs = p.at("robust_costs") != 0}) {}
+                 .robust_costs = p.at("robust_costs") != 0,
+                 .reference_length = p.at("reference_period_ms") / p.at("learning_period_ms")}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
@@ -306,6 +325,8 @@ class HarvestPolicy final : public Policy {
       if (concurrency_ && long_idle) {
         settling_windows_ = kReturnSettlingWindows;
         budget_.break_sequence();
+        after_break_ = true;
+        mode_ = budget_.resume_mode(mode_);
       }
     } else {
       measure_window(device);
@@ -365,6 +386,7 @@ class HarvestPolicy final : public Policy {
     gap_busy_ns_ = gap_window_ns_ = 0;
     reset_period();
     budget_.break_sequence();
+    after_break_ = true;
   }
 
   // Kernel gating while production leaves gaps (production_idle_only: the opportunistic jobs run
@@ -460,7 +482,7 @@ class HarvestPolicy final : public Policy {
     }
     period_opportunistic_launches_ += opportunistic_launches;
     period_ns_ += device.window_ns;
-    if (period_ns_ >= control_period_ns_) end_period();
+    if (reached(period_ns_, control_period_ns_, device.window_ns)) end_period();
   }
 
   // The concurrency budget (concurrency_budget.h): each busy control period is paused, gated or
@@ -480,10 +502,18 @@ class HarvestPolicy final : public Policy {
     // shorter periods learn the cost sooner, and a costly mode's learning periods cost production
     // less (in the model of a fresh benchmark window, production kept 0.948 instead of 0.937
     // beside a job that running beside slows by 25 %, 0.966 instead of 0.945 at 36 %).
-    const bool period_over =
-        period_ns_ >= (budget_.learning() ? learning_period_ns_ : control_period_ns_);
+    // A paused period is shorter still (reference_period_ms; learning_share in
+    // concurrency_budget.h), except the first after a break (production back from a long idle, a
+    // change of mechanism): the first windows after production's return are its least steady (on
+    // the H100, 2026-11-27, S5: the first measured one's 10th percentile of speed 0.35-0.49 of the
+    // steady speed, the next three's 0.47-0.75), and a reference of one such window makes every
+    // mode read as cheaper (in the model of a ramp-up, APhasesRampUpIsNotTheReference, production
+    // kept 0.931 instead of 0.967). No period ends on a window it does not measure.
+    const uint64_t period_length =
+        mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
     const bool settling = settling_windows_ > 0;
     if (settling) --settling_windows_;
+    const bool period_over = !settling && reached(period_ns_, period_length, device.window_ns);
     // A window in which no opportunistic job wanted to run says nothing of what a mode costs
     // production or gains the opportunistic jobs: it is not measured. Gains of 0 read while the
     // opportunistic job idled by its own choice (starting up or warming up while production ran)
@@ -539,10 +569,20 @@ class HarvestPolicy final : public Policy {
       mode_ = RunMode::paused;
       return;
     }
-    const RunMode next = budget_.next_period(mode_);
+    // The period's length in periods of the others (a paused one is shorter), for the budget's
+    // shares of production's time.
+    const RunMode next = budget_.next_period(
+        mode_, in_windows(period_ns_, device.window_ns) /
+                   std::max(1.0, in_windows(busy_period_ns(), device.window_ns)));
+    after_break_ = false;
     if (next != mode_) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
     mode_ = next;
     period_ns_ = 0;
+  }
+
+  // The length of a gated or beside period: shorter while beside's cost is learnt.
+  uint64_t busy_period_ns() const {
+    return budget_.learning() ? learning_period_ns_ : control_period_ns_;
   }
 
   void end_period() {
@@ -719,7 +759,7 @@ class HarvestPolicy final : public Policy {
 
   // Parameters.
   const double target_, tolerance_, halve_deviation_, decrease_, increase_;
-  const uint64_t control_period_ns_, learning_period_ns_, probe_interval_ns_;
+  const uint64_t control_period_ns_, learning_period_ns_, reference_period_ns_, probe_interval_ns_;
   const double noise_margin_;
   const uint32_t idle_windows_needed_;
   const bool idle_release_;
@@ -752,6 +792,7 @@ class HarvestPolicy final : public Policy {
   ConcurrencyBudget budget_;
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
+  bool after_break_ = true;        // the period in progress is the first after a break
   BusyPhases busy_phases_;         // production's, for the queue bound while it idles
   uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
