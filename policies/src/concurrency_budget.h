@@ -244,11 +244,15 @@ class ConcurrencyBudget {
   // its share of the time, spread evenly (smooth weighted round robin, weighted by length).
   RunMode next_period(RunMode finished, double length = 1);
   // The mode of the first period after production's return from a long idle (`current`: the
-  // period's mode before it): not paused where another mode has a share. Production's first
-  // windows after a return are its least steady, and a paused period there, shorter than the
-  // others, would make them the reference: every mode would read as cheaper. In a mode that runs
-  // the opportunistic jobs they make it read as costlier, which errs toward production; the
-  // paused period comes later, its share of the time kept.
+  // period's mode before it): where it is paused and a mode that runs the opportunistic jobs is
+  // due too (behind its share), that mode. Production's first measured windows after a return are
+  // its least steady (on the H100, 2026-11-27, S5: their 10th percentile of speed 0.35-0.49 of
+  // the steady speed in 1 s phases, 0.06 in 4 s phases), and a paused period there, of one
+  // measured window, would make such a window the reference: every mode would read as cheaper.
+  // In a mode that runs the opportunistic jobs it makes that mode read as costlier, which errs
+  // toward production. In the model of a ramp-up longer than the settling windows
+  // (APhasesRampUpIsNotTheReference) production kept 0.931 without this, 0.985 with it. With
+  // paused and beside alone paused is due only where beside is not, and it stays.
   RunMode resume_mode(RunMode current) const;
 
  private:

@@ -151,9 +151,9 @@ double in_windows(uint64_t ns, uint64_t window_ns) {
   return window_ns > 0 ? std::round(static_cast<double>(ns) / static_cast<double>(window_ns)) : 0;
 }
 // Whether a period of `elapsed` has reached `length`, counted in whole windows: the daemon's
-// windows run some tens of microseconds either side of its tick, and on the H100 (2026-11-27,
-// calls 63-64) a learning period of three 50 ms windows that fell short of 150 ms by a few
-// microseconds ran a fourth about half the time.
+// windows run some tens of microseconds either side of its tick (on the H100, 2026-11-27, calls
+// 63-64: standard deviation 61 us), and three in a row fell short of 150 ms 64 % of the time:
+// two periods in three ran a window longer than their length.
 bool reached(uint64_t elapsed, uint64_t length, uint64_t window_ns) {
   return in_windows(elapsed, window_ns) >= std::max(1.0, in_windows(length, window_ns));
 }
@@ -325,7 +325,6 @@ class HarvestPolicy final : public Policy {
       if (concurrency_ && long_idle) {
         settling_windows_ = kReturnSettlingWindows;
         budget_.break_sequence();
-        after_break_ = true;
         mode_ = budget_.resume_mode(mode_);
       }
     } else {
@@ -386,7 +385,6 @@ class HarvestPolicy final : public Policy {
     gap_busy_ns_ = gap_window_ns_ = 0;
     reset_period();
     budget_.break_sequence();
-    after_break_ = true;
   }
 
   // Kernel gating while production leaves gaps (production_idle_only: the opportunistic jobs run
@@ -502,13 +500,10 @@ class HarvestPolicy final : public Policy {
     // shorter periods learn the cost sooner, and a costly mode's learning periods cost production
     // less (in the model of a fresh benchmark window, production kept 0.948 instead of 0.937
     // beside a job that running beside slows by 25 %, 0.966 instead of 0.945 at 36 %).
-    // A paused period is shorter still (reference_period_ms; learning_share in
-    // concurrency_budget.h), except the first after a break (production back from a long idle, a
-    // change of mechanism): the first windows after production's return are its least steady (on
-    // the H100, 2026-11-27, S5: the first measured one's 10th percentile of speed 0.35-0.49 of the
-    // steady speed, the next three's 0.47-0.75), and a reference of one such window makes every
-    // mode read as cheaper (in the model of a ramp-up, APhasesRampUpIsNotTheReference, production
-    // kept 0.931 instead of 0.967). No period ends on a window it does not measure.
+    // A paused period is shorter still (reference_period_ms, one measured window; learning_share
+    // in concurrency_budget.h; after production's return ConcurrencyBudget::resume_mode keeps its
+    // least steady windows out of the reference where it can). No period ends on a window it does
+    // not measure.
     const uint64_t period_length =
         mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
     const bool settling = settling_windows_ > 0;
@@ -574,7 +569,6 @@ class HarvestPolicy final : public Policy {
     const RunMode next = budget_.next_period(
         mode_, in_windows(period_ns_, device.window_ns) /
                    std::max(1.0, in_windows(busy_period_ns(), device.window_ns)));
-    after_break_ = false;
     if (next != mode_) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
     mode_ = next;
     period_ns_ = 0;
@@ -792,7 +786,6 @@ class HarvestPolicy final : public Policy {
   ConcurrencyBudget budget_;
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
-  bool after_break_ = true;        // the period in progress is the first after a break
   BusyPhases busy_phases_;         // production's, for the queue bound while it idles
   uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
