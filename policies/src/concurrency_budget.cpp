@@ -223,8 +223,9 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt) {
   const size_t p = index(RunMode::paused), g = index(RunMode::gated), b = index(RunMode::beside);
   if (!measures.cost[b] || !measures.gain[b]) {
-    // Still learning what running beside costs: half of production's time each, paused and
-    // beside alternating, so that every period after the first is a pair (see kLearningReference).
+    // Still learning what running beside costs: half of the periods each, paused and beside
+    // alternating, so that every period after the first is a pair (kLearningReference; in time,
+    // learning_share: paused 0.4 of it with paused periods two thirds as long).
     std::array<double, kRunModes> learning{};
     learning[p] = learning_share(kLearningReference, settings.reference_length);
     learning[b] = 1 - learning[p];

@@ -61,10 +61,10 @@ struct ConcurrencySettings {
                                   // policy's reference_period_ms over learning_period_ms)
 };
 
-// The paused share while beside's cost is not yet known, and the reference share while a cost
-// given the benefit of the doubt rests on no pair: it falls in proportion to the pairs measured,
-// to reference_share at doubt_samples (mode_shares). Half: paused and beside then alternate, and
-// every period after the first makes a pair.
+// The share of the periods paused while beside's cost is not yet known, and while a cost given
+// the benefit of the doubt rests on no pair: it falls in proportion to the pairs measured, to
+// reference_share at doubt_samples (mode_shares; in time, learning_share). Half: paused and
+// beside then alternate, and every period after the first makes a pair.
 //
 // Why beside first, not every mode at equal shares: on the H100 (S5, resnet50 b8 training 1 s on
 // and off beside mobilenet_v2 b64, fresh daemons, 2026-11-26) a benchmark window held 3 s of busy

@@ -115,7 +115,7 @@ const ParameterSpec kParameters[] = {
     {"doubt_samples", 8, 3, 16,
      "with concurrency: pairs of adjacent periods a cost taken low (the benefit of the doubt) must "
      "rest on before production's paused share falls to reference_share; with fewer it is raised "
-     "in proportion to the pairs missing (half of production's time with none), so that an early "
+     "in proportion to the pairs missing (every other period with none), so that an early "
      "reading is measured again within seconds",
      true},
     {"cost_samples", 16, 16, 256,
@@ -150,12 +150,16 @@ constexpr int kConcurrencyWhereMps = 2;
 double in_windows(uint64_t ns, uint64_t window_ns) {
   return window_ns > 0 ? std::round(static_cast<double>(ns) / static_cast<double>(window_ns)) : 0;
 }
+// A period's length in whole windows: one at least.
+double period_windows(uint64_t length, uint64_t window_ns) {
+  return std::max(1.0, in_windows(length, window_ns));
+}
 // Whether a period of `elapsed` has reached `length`, counted in whole windows: the daemon's
 // windows run some tens of microseconds either side of its tick (on the H100, 2026-11-27, calls
 // 63-64: standard deviation 61 us), and three in a row fell short of 150 ms 64 % of the time:
 // two periods in three ran a window longer than their length.
 bool reached(uint64_t elapsed, uint64_t length, uint64_t window_ns) {
-  return in_windows(elapsed, window_ns) >= std::max(1.0, in_windows(length, window_ns));
+  return in_windows(elapsed, window_ns) >= period_windows(length, window_ns);
 }
 // Periods in a row at or above target with the limit unused before the limit is lifted.
 constexpr int kLiftPeriods = 5;
@@ -566,9 +570,9 @@ class HarvestPolicy final : public Policy {
     }
     // The period's length in periods of the others (a paused one is shorter), for the budget's
     // shares of production's time.
-    const RunMode next = budget_.next_period(
-        mode_, in_windows(period_ns_, device.window_ns) /
-                   std::max(1.0, in_windows(busy_period_ns(), device.window_ns)));
+    const RunMode next =
+        budget_.next_period(mode_, in_windows(period_ns_, device.window_ns) /
+                                       period_windows(busy_period_ns(), device.window_ns));
     if (next != mode_) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
     mode_ = next;
     period_ns_ = 0;
