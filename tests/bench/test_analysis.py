@@ -1,5 +1,6 @@
 """The benchmark harness's analysis (tools/bench), which turns raw completions into the figures of
 docs/benchmarks.md: checked here with numbers worked out by hand, no GPU needed."""
+import gzip
 import json
 import math
 import os
@@ -20,6 +21,8 @@ from gpushare_hook import Gpushare, build_command, split_build, split_policy  # 
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import CONTROLS, _nt_spread, _production_controls, _total_spread, fold, reaction  # noqa: E402
+import loss_by_window  # noqa: E402
+import per_rep  # noqa: E402
 import period_noise  # noqa: E402
 import round_plot  # noqa: E402
 import stalls  # noqa: E402
@@ -146,6 +149,79 @@ class TickLog(unittest.TestCase):
         # Kernels per busy window, whatever its in-flight share (each mode's first left out).
         self.assertEqual(per_window, {"paused": [1600, 1500], "gated": [], "beside": [1250, 600]})
         self.assertTrue(measured.startswith("budget gated=0.010"))
+
+
+class LossByWindow(unittest.TestCase):
+    """tools/bench/loss_by_window.py: each busy window's shortfall against steady paused speed."""
+
+    @staticmethod
+    def tick(gate, done, in_flight_us=50000, opportunistic=900):
+        return (f"2026-11-27 11:54:28.284 gpushared trace: tick device=1 window=50000us "
+                f"job1:P:900l/0w/{done}c->inf/{in_flight_us}us-busy job2:O:{opportunistic}l/0w->inf{gate}")
+
+    def test_each_kind_of_window_is_charged_its_shortfall(self):
+        # A line's gate is the next window's. Paused at 1600 (steady: the median), beside at 1200
+        # (its first window too), a paused window after beside at 1400 (the drain), idle, then a
+        # return in flight half the window at full speed (no loss) and a gated window at 1200.
+        lines = [self.tick("(paused)", 1600), self.tick("(paused)", 1600), self.tick("", 1600),
+                 self.tick("", 1200), self.tick("(paused)", 1200), self.tick("(paused)", 1400),
+                 self.tick("(gated)", 1600), self.tick("(gated)", 0, 0), self.tick("(gated)", 800, 25000),
+                 self.tick("(gated)", 1200)]
+        entries = loss_by_window.benchmark_window(loss_by_window.windows("\n".join(lines)), 100)
+        busy, out = loss_by_window.losses(entries)
+        self.assertEqual(busy, 8)  # the first line only sets a gate; one window idle
+        self.assertEqual(out["paused"], [3, 0.0])
+        self.assertEqual(out["beside-first"], [1, 0.25])
+        self.assertEqual(out["beside"], [1, 0.25])
+        self.assertEqual(out["drain"], [1, 0.125])
+        self.assertEqual(out["return"], [1, 0.0])
+        self.assertEqual(out["gated"], [1, 0.25])
+
+    def test_the_window_is_the_longest_piece_between_long_idles(self):
+        def busy(entries):
+            return sum(1 for e in entries if e[2] > 0)
+
+        warm_up = [self.tick("(paused)", 100)] * 2
+        idle = [self.tick("(gated)", 0, 0)] * 4
+        window = [self.tick("(paused)", 1600)] * 3
+        entries = loss_by_window.windows("\n".join(warm_up + idle + window))
+        self.assertEqual(loss_by_window.benchmark_window(entries, 4), entries[-3:])
+        self.assertEqual(busy(loss_by_window.benchmark_window(entries, 5)), 5)  # no idle long enough
+        # A production control (the opportunistic job idle throughout) before or after the row's
+        # window: its periods are left out, the row's (a paused phase, then the job launching
+        # while production idles) kept.
+        control = [self.tick("", 1600, opportunistic=0)] * 4 + [self.tick("", 0, 0, opportunistic=0)] * 2
+        row = ([self.tick("(paused)", 1600, opportunistic=0)] * 2 + [self.tick("(gated)", 0, 0)]
+               + [self.tick("(paused)", 1600), self.tick("(gated)", 0, 0)])
+        for log in (control + row, row + control, row + idle + control):
+            entries = loss_by_window.windows("\n".join(warm_up + idle + log))
+            self.assertEqual(busy(loss_by_window.benchmark_window(entries, 4)), 3)
+
+
+class PerRep(unittest.TestCase):
+    """tools/bench/per_rep.py: each row's production against its own repetition's isolated run."""
+
+    def test_each_repetition_against_its_own_isolated_run(self):
+        runs = [{"config": "isolated-prod", "rep": 0, "results": {"prod": {"completions": [0.1, 0.2, 0.3, 0.4]}}},
+                {"config": "isolated-prod", "rep": 1, "results": {"prod": {"completions": [0.1, 0.3]}}},
+                {"config": "row", "rep": 0, "results": {"prod": {"completions": [0.1, 0.3, 1.5]}}},
+                {"config": "row", "rep": 1, "results": {"prod": {"completions": [0.1, 0.2, 0.7]}}},
+                {"config": "isolated-opp", "rep": 0, "results": None}]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "S5-raw.json.gz")
+            with gzip.open(path, "wt") as f:
+                json.dump(runs, f)
+            rows = per_rep.production_runs(path)
+            kept = os.path.join(d, "prod.json.gz")
+            per_rep.extract(path, kept)
+            self.assertEqual(per_rep.production_runs(kept), rows)
+        self.assertEqual(sorted(rows), ["isolated-prod", "row"])
+        # A 1 s window (the completion at 1.5 s is outside), 0.5 s on and 0.5 s off.
+        self.assertEqual(len(per_rep.in_window(rows["row"][0], 1.0)), 2)
+        # Repetition 0: 2 of the isolated run's 4; repetition 1: 3 (0.7 s included) of 2.
+        self.assertEqual(per_rep.paired(rows, 1.0)["row"], [0.5, 1.5])
+        # 0.1 s and 0.2 s fall in tenths 2 and 4 of the 0.5 s on-phase, 0.7 s in the off-phase.
+        self.assertEqual(per_rep.by_tenth(rows["row"][1], 1.0, 0.5, 0.5), [0, 0, 1, 0, 1, 0, 0, 0, 0, 0])
 
 
 class PeriodNoise(unittest.TestCase):

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Where production's loss went, by kind of window, from gpushared trace logs.
+
+The concurrency budget plans each mode's share of production's busy time from the cost it
+measures in that mode's windows (docs/policies.md, "The concurrency budget"); some windows it does
+not measure. This replays the tick logs of the archives given (PART-logs.tgz, as gpu_round.sh
+writes them) and charges every busy window of production its shortfall against production's
+speed alone: the median kernels completed in a *steady paused* window (paused, after a paused
+window, production busy through both). A window's shortfall is its in-flight share less its
+kernels over that median, so a window half-busy at full speed loses nothing. Kinds:
+  - return: production's first busy window after an idle one (the opportunistic job, idle-gated,
+    meets production's return);
+  - beside-first / beside: the first window of a beside run (its settling window: measured by
+    no one) and the others;
+  - drain: a paused or gated window right after beside (the opportunistic queue drains in it);
+  - paused / gated: the others. Paused windows lose against their own median by their spread
+    alone (a left tail of slow windows), which is production's own noise, not sharing's.
+Printed per daemon log and pooled per archive: busy windows, the loss as a share of them, and per
+kind its windows and its loss as a share of all busy windows. A window's mode is the gate the
+previous tick line gave.
+
+Only the benchmark's window is read. The log is cut where production idled at least --after-idle
+windows (default 100: the harness starts production for a warm-up, then idles it while the other
+rows run); a production control's periods (S5_CONTROLS: the first gpushare row's daemon also
+serves `isolated-prod-gs`, before or after the row, the same workers with the opportunistic one
+idle), a busy phase and the idle one after it in which the opportunistic job never launched, are
+left out; of what remains the piece with the most busy windows is the window.
+
+Usage: python3 tools/bench/loss_by_window.py [--after-idle N] ARCHIVE.tgz ...
+  e.g. python3 tools/bench/loss_by_window.py docs/bench-results/2026-11-27-s/call69-rinf32-logs.tgz
+"""
+import argparse
+import os
+import statistics
+
+from tick_shares import completions, daemon_logs, gate, ticks
+
+KINDS = ("return", "beside-first", "beside", "drain", "paused", "gated")
+FULL = 0.9  # a steady window: production in flight at least this share of it
+
+
+def windows(text):
+    """(mode, kernels completed, in-flight share, whether the opportunistic job launched) per tick
+    line of one production and one opportunistic job; mode None before the first gate is known."""
+    out, previous = [], None
+    for tick in ticks(text):
+        speed = completions(tick.production[0]) if len(tick.production) == 1 else None
+        if tick.opportunistic and tick.window_us and speed:
+            done, in_flight_us = speed
+            launched = int(tick.opportunistic[0][2]) > 0
+            out.append((previous, done, min(1.0, in_flight_us / tick.window_us), launched))
+        if tick.opportunistic:
+            previous = gate(tick.opportunistic[0])
+    return out
+
+
+def without_controls(entries):
+    """`entries` less every period (a busy phase and the idle one after it) in which the
+    opportunistic job never launched."""
+    kept, period = [], []
+    for entry in entries:
+        if period and entry[2] > 0 and period[-1][2] == 0:  # a busy phase begins: close the period
+            kept += period if any(e[3] for e in period) else []
+            period = []
+        period.append(entry)
+    return kept + (period if any(e[3] for e in period) else [])
+
+
+def benchmark_window(entries, after_idle):
+    """Of the stretches that at least `after_idle` idle entries part, the one with the most busy
+    entries once the periods in which the opportunistic job never launched are left out."""
+    stretches, current, idle = [], [], 0
+    for entry in entries:
+        idle = idle + 1 if entry[2] == 0 else 0
+        current.append(entry)
+        if idle == after_idle:
+            stretches.append(current)
+            current = []
+    stretches.append(current)
+    candidates = [without_controls(s) for s in stretches]
+    return max(candidates, key=lambda s: sum(1 for e in s if e[2] > 0))
+
+
+def kind(entries, i):
+    mode = entries[i][0]
+    before = entries[i - 1]
+    if before[2] == 0:
+        return "return"
+    if mode == "beside":
+        return "beside" if before[0] == "beside" else "beside-first"
+    return "drain" if before[0] == "beside" else mode
+
+
+def losses(entries):
+    """(busy windows, {kind: [windows, loss in windows]}) or None without steady paused ones."""
+    steady = [done for i, (mode, done, share, _) in enumerate(entries)
+              if i >= 1 and mode == "paused" and entries[i - 1][0] == "paused"
+              and share >= FULL and entries[i - 1][2] >= FULL]
+    if not steady:
+        return None
+    solo = statistics.median(steady)
+    out = {k: [0, 0.0] for k in KINDS}
+    busy = 0
+    for i in range(1, len(entries)):
+        mode, done, share, _ = entries[i]
+        if share == 0 or mode is None:
+            continue
+        busy += 1
+        cell = out[kind(entries, i)]
+        cell[0] += 1
+        cell[1] += share - done / solo
+    return busy, out
+
+
+def cells(busy, out):
+    total = sum(v[1] for v in out.values())
+    return (f"{busy} | {total / busy:.3f} | " +
+            " | ".join(f"{out[k][0]} / {out[k][1] / busy:.3f}" for k in KINDS))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--after-idle", type=int, default=100, help="idle windows before the window")
+    ap.add_argument("archives", nargs="+", help="PART-logs.tgz")
+    args = ap.parse_args(argv)
+    print("| part | daemon log | busy windows | loss | " +
+          " | ".join(f"{k}: windows / loss" for k in KINDS) + " |")
+    print("|---|---|---|---|" + "---|" * len(KINDS))
+    for path in args.archives:
+        part = os.path.basename(path).replace("-logs.tgz", "")
+        pooled_busy, pooled = 0, {k: [0, 0.0] for k in KINDS}
+        for name, text in daemon_logs(path):
+            result = losses(benchmark_window(windows(text), args.after_idle))
+            if not result:
+                continue
+            busy, out = result
+            pooled_busy += busy
+            for k in KINDS:
+                pooled[k][0] += out[k][0]
+                pooled[k][1] += out[k][1]
+            print(f"| {part} | {name[len('gpushared-'):-len('.log')]} | {cells(busy, out)} |")
+        if pooled_busy:
+            print(f"| {part} | **pooled** | {cells(pooled_busy, pooled)} |")
+
+
+if __name__ == "__main__":
+    main()
