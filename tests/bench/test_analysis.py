@@ -167,7 +167,7 @@ class LossByWindow(unittest.TestCase):
                  self.tick("", 1200), self.tick("(paused)", 1200), self.tick("(paused)", 1400),
                  self.tick("(gated)", 1600), self.tick("(gated)", 0, 0), self.tick("(gated)", 800, 25000),
                  self.tick("(gated)", 1200)]
-        entries = loss_by_window.benchmark_window(loss_by_window.windows("\n".join(lines)), 100)
+        entries = loss_by_window.windows(tick_shares.window_text("\n".join(lines)))
         busy, out = loss_by_window.losses(entries)
         self.assertEqual(busy, 8)  # the first line only sets a gate; one window idle
         self.assertEqual(out["paused"], [3, 0.0])
@@ -176,26 +176,6 @@ class LossByWindow(unittest.TestCase):
         self.assertEqual(out["drain"], [1, 0.125])
         self.assertEqual(out["return"], [1, 0.0])
         self.assertEqual(out["gated"], [1, 0.25])
-
-    def test_the_window_is_the_longest_piece_between_long_idles(self):
-        def busy(entries):
-            return sum(1 for e in entries if e[2] > 0)
-
-        warm_up = [self.tick("(paused)", 100)] * 2
-        idle = [self.tick("(gated)", 0, 0)] * 4
-        window = [self.tick("(paused)", 1600)] * 3
-        entries = loss_by_window.windows("\n".join(warm_up + idle + window))
-        self.assertEqual(loss_by_window.benchmark_window(entries, 4), entries[-3:])
-        self.assertEqual(busy(loss_by_window.benchmark_window(entries, 5)), 5)  # no idle long enough
-        # A production control (the opportunistic job idle throughout) before or after the row's
-        # window: its periods are left out, the row's (a paused phase, then the job launching
-        # while production idles) kept.
-        control = [self.tick("", 1600, opportunistic=0)] * 4 + [self.tick("", 0, 0, opportunistic=0)] * 2
-        row = ([self.tick("(paused)", 1600, opportunistic=0)] * 2 + [self.tick("(gated)", 0, 0)]
-               + [self.tick("(paused)", 1600), self.tick("(gated)", 0, 0)])
-        for log in (control + row, row + control, row + idle + control):
-            entries = loss_by_window.windows("\n".join(warm_up + idle + log))
-            self.assertEqual(busy(loss_by_window.benchmark_window(entries, 4)), 3)
 
 
 class PerRep(unittest.TestCase):
@@ -222,6 +202,31 @@ class PerRep(unittest.TestCase):
         self.assertEqual(per_rep.paired(rows, 1.0)["row"], [0.5, 1.5])
         # 0.1 s and 0.2 s fall in tenths 2 and 4 of the 0.5 s on-phase, 0.7 s in the off-phase.
         self.assertEqual(per_rep.by_tenth(rows["row"][1], 1.0, 0.5, 0.5), [0, 0, 1, 0, 1, 0, 0, 0, 0, 0])
+
+
+class WindowText(unittest.TestCase):
+    """tools/bench/tick_shares.py window_text: a daemon log's benchmark window."""
+
+    tick = staticmethod(LossByWindow.tick)
+
+    def test_the_window_is_the_longest_piece_between_long_idles(self):
+        def busy(text):
+            return sum(1 for t in tick_shares.ticks(text) if int(t.production[0][2]) > 0)
+
+        warm_up = [self.tick("(paused)", 100)] * 2
+        idle = [self.tick("(gated)", 0, 0).replace("job1:P:900l", "job1:P:0l")] * 4
+        window = [self.tick("(paused)", 1600)] * 3
+        log = "\n".join(warm_up + idle + window)
+        self.assertEqual(tick_shares.window_text(log, 4), "\n".join(window))
+        self.assertEqual(busy(tick_shares.window_text(log, 5)), 5)  # no idle stretch long enough
+        # A production control (the opportunistic job idle throughout) before or after the row's
+        # window: its periods are left out, the row's (a paused phase, then the job launching
+        # while production idles) kept.
+        control = ([self.tick("", 1600, opportunistic=0)] * 4
+                   + [i.replace("job2:O:900l", "job2:O:0l") for i in idle[:2]])
+        row = [self.tick("(paused)", 1600, opportunistic=0)] * 2 + idle[:1] + [self.tick("(paused)", 1600)] + idle[:1]
+        for parts in (control + row, row + control, row + idle + control):
+            self.assertEqual(busy(tick_shares.window_text("\n".join(warm_up + idle + parts), 4)), 3)
 
 
 class PeriodNoise(unittest.TestCase):

@@ -19,12 +19,9 @@ Printed per daemon log and pooled per archive: busy windows, the loss as a share
 kind its windows and its loss as a share of all busy windows. A window's mode is the gate the
 previous tick line gave.
 
-Only the benchmark's window is read. The log is cut where production idled at least --after-idle
-windows (default 100: the harness starts production for a warm-up, then idles it while the other
-rows run); a production control's periods (S5_CONTROLS: the first gpushare row's daemon also
-serves `isolated-prod-gs`, before or after the row, the same workers with the opportunistic one
-idle), a busy phase and the idle one after it in which the opportunistic job never launched, are
-left out; of what remains the piece with the most busy windows is the window.
+Only the benchmark's window is read (tick_shares.window_text: without the harness's warm-up
+before it and without a production control's window; --after-idle, default 100, is the idle
+stretch that parts them).
 
 Usage: python3 tools/bench/loss_by_window.py [--after-idle N] ARCHIVE.tgz ...
   e.g. python3 tools/bench/loss_by_window.py docs/bench-results/2026-11-27-s/call69-rinf32-logs.tgz
@@ -33,7 +30,7 @@ import argparse
 import os
 import statistics
 
-from tick_shares import completions, daemon_logs, gate, ticks
+from tick_shares import completions, daemon_logs, gate, ticks, window_text
 
 KINDS = ("return", "beside-first", "beside", "drain", "paused", "gated")
 FULL = 0.9  # a steady window: production in flight at least this share of it
@@ -52,33 +49,6 @@ def windows(text):
         if tick.opportunistic:
             previous = gate(tick.opportunistic[0])
     return out
-
-
-def without_controls(entries):
-    """`entries` less every period (a busy phase and the idle one after it) in which the
-    opportunistic job never launched."""
-    kept, period = [], []
-    for entry in entries:
-        if period and entry[2] > 0 and period[-1][2] == 0:  # a busy phase begins: close the period
-            kept += period if any(e[3] for e in period) else []
-            period = []
-        period.append(entry)
-    return kept + (period if any(e[3] for e in period) else [])
-
-
-def benchmark_window(entries, after_idle):
-    """Of the stretches that at least `after_idle` idle entries part, the one with the most busy
-    entries once the periods in which the opportunistic job never launched are left out."""
-    stretches, current, idle = [], [], 0
-    for entry in entries:
-        idle = idle + 1 if entry[2] == 0 else 0
-        current.append(entry)
-        if idle == after_idle:
-            stretches.append(current)
-            current = []
-    stretches.append(current)
-    candidates = [without_controls(s) for s in stretches]
-    return max(candidates, key=lambda s: sum(1 for e in s if e[2] > 0))
 
 
 def kind(entries, i):
@@ -130,7 +100,7 @@ def main(argv=None):
         part = os.path.basename(path).replace("-logs.tgz", "")
         pooled_busy, pooled = 0, {k: [0, 0.0] for k in KINDS}
         for name, text in daemon_logs(path):
-            result = losses(benchmark_window(windows(text), args.after_idle))
+            result = losses(windows(window_text(text, args.after_idle)))
             if not result:
                 continue
             busy, out = result

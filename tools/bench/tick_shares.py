@@ -19,7 +19,10 @@ call*-logs.tgz in the current folder):
   - the beside share of the first EARLY busy ticks (default 60: the 3 s of busy production of a 6 s
     S5 window at 1 s on / 1 s off, where a fresh daemon learns) and of the busy ticks after them
     (a long window's, run.py --late-s).
-Usage: python3 tools/bench/tick_shares.py [--early N] [archive.tgz ...]  (prints a markdown table)
+--window: read only each log's benchmark window (window_text): without the harness's warm-up
+before it, and without a production control's window (S5_CONTROLS), which the first gpushare
+row's daemon also serves.
+Usage: python3 tools/bench/tick_shares.py [--early N] [--window] [archive.tgz ...]  (prints a markdown table)
   e.g. python3 tools/bench/tick_shares.py docs/bench-results/2026-11-26-e/*-logs.tgz
 """
 import glob
@@ -51,6 +54,41 @@ def ticks(text):
         window = WINDOW.search(line)
         yield Tick(int(window.group(1)) if window else None, [t for t in tokens if t[1] == "P"],
                    [t for t in tokens if t[1] == "O"])
+
+
+def window_text(text, after_idle=100):
+    """The tick lines of a daemon log's benchmark window (joined), for logs of gpu_round.sh's S5
+    parts. The log is cut where production idled at least `after_idle` ticks (the harness starts
+    production for a warm-up, then idles it while the other rows run); a production control's
+    periods (S5_CONTROLS: the first gpushare row's daemon also serves `isolated-prod-gs`, before
+    or after the row, the same workers with the opportunistic one idle), a busy phase and the idle
+    one after it in which the opportunistic job never launched, are left out; of what remains the
+    piece with the most busy ticks is the window."""
+    lines = [line for line in text.splitlines() if " tick device=" in line]
+    marks = []  # (production busy, the opportunistic job launched) per line
+    for tick in ticks(text):
+        busy = any(int(t[2]) > 0 or (completions(t) or (0, 0))[1] > 0 for t in tick.production)
+        marks.append((busy, any(int(t[2]) > 0 for t in tick.opportunistic)))
+    pieces, piece, idle = [], [], 0
+    for i, (busy, _) in enumerate(marks):
+        idle = 0 if busy else idle + 1
+        piece.append(i)
+        if idle == after_idle:
+            pieces.append(piece)
+            piece = []
+    pieces.append(piece)
+
+    def without_controls(indices):
+        kept, period = [], []
+        for i in indices:
+            if period and marks[i][0] and not marks[period[-1]][0]:  # a busy phase begins
+                kept += period if any(marks[j][1] for j in period) else []
+                period = []
+            period.append(i)
+        return kept + (period if any(marks[j][1] for j in period) else [])
+
+    best = max((without_controls(p) for p in pieces), key=lambda p: sum(1 for i in p if marks[i][0]))
+    return "\n".join(lines[i] for i in best)
 
 
 def gate(token):
@@ -136,9 +174,12 @@ def shares(d):
 
 
 def main(paths):
-    early = 60
-    if paths[:1] == ["--early"]:
-        early, paths = int(paths[1]), paths[2:]
+    early, window = 60, False
+    while paths[:1] in (["--early"], ["--window"]):
+        if paths[0] == "--window":
+            window, paths = True, paths[1:]
+        else:
+            early, paths = int(paths[1]), paths[2:]
     if not paths:
         paths = sorted(glob.glob("call*-logs.tgz"))
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
@@ -150,7 +191,8 @@ def main(paths):
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         for name, text in daemon_logs(path):
-            busy, idle, last, measured, speeds, states, per_window = analyse(text)
+            busy, idle, last, measured, speeds, states, per_window = analyse(
+                window_text(text) if window else text)
             policy = name[len("gpushared-"):-len(".log")]
             nb, sb = shares(busy)
             ni, si = shares(idle)
