@@ -20,7 +20,7 @@ import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
-from scenario_pair import CONTROLS, _nt_spread, _production_controls, _total_spread, fold, reaction  # noqa: E402
+from scenario_pair import CONTROLS, _nt_spread, _paired_nt, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import loss_by_window  # noqa: E402
 import per_rep  # noqa: E402
 import period_noise  # noqa: E402
@@ -92,6 +92,19 @@ class ProductionControls(unittest.TestCase):
 
     def test_no_mps_row_no_mps_control(self):
         self.assertEqual(self.names(["time-slicing", "gpushare:tgs"]), ["isolated-prod-gs"])
+
+
+class PairedNt(unittest.TestCase):
+    def test_each_repetition_against_its_own_isolated_run(self):
+        def run(n):  # n completions in a 1 s window
+            return {"completions": [(i + 0.5) / n for i in range(n)]}
+
+        got = {("isolated-prod", 0): {"prod": run(10)}, ("isolated-prod", 1): {"prod": run(20)},
+               ("row", 0): {"prod": run(9)}, ("row", 1): {"prod": run(20)}, ("row", 2): {"prod": run(5)}}
+        # Repetition 2 has no isolated run: left out. Against the median of 10 and 20 the two
+        # repetitions would read 0.6 and 1.33.
+        self.assertEqual(_paired_nt(got, "row", 3, 1.0), {"median": 0.95, "min": 0.9, "max": 1.0, "n": 2})
+        self.assertIsNone(_paired_nt(got, "other", 3, 1.0))
 
 
 class Reaction(unittest.TestCase):

@@ -101,14 +101,15 @@ def markdown(result):
                            (r.get("note") or _note(r)).replace("|", "/")] for r in rows])
     elif s == "S5":
         body = (f"production on {result.get('on_s')} s / off {result.get('off_s')} s; reaction times have "
-                f"a resolution of {result.get('bin_s', 0) * 1000:.0f} ms\n\n")
+                f"a resolution of {result.get('bin_s', 0) * 1000:.0f} ms; prod NT (paired): each repetition "
+                "against the isolated run of the same repetition\n\n")
         late = result.get("late_s") or 0
         late_heads = ([f"prod NT after {late:g} s", f"opp NT (prod on) after {late:g} s",
                        f"opp NT (prod off) after {late:g} s"] if late else [])
-        body += _table(["configuration", "prod it/s", "opp it/s", "prod NT", "opp NT (prod on)",
+        body += _table(["configuration", "prod it/s", "opp it/s", "prod NT", "prod NT (paired)", "opp NT (prod on)",
                         "opp NT (prod off)", "give way ms", "take back ms"] + late_heads + ["note"],
                        [[r["config"], fmt(r.get("prod_its"), 1), fmt(r.get("opp_its"), 1), fmt(r.get("prod_nt"), 3),
-                         fmt(r.get("opp_nt_on"), 3), fmt(r.get("opp_nt_off"), 3), fmt(r.get("give_way_ms"), 0),
+                         fmt(r.get("prod_nt_paired"), 3), fmt(r.get("opp_nt_on"), 3), fmt(r.get("opp_nt_off"), 3), fmt(r.get("give_way_ms"), 0),
                          fmt(r.get("take_back_ms"), 0)]
                         + ([fmt(r.get(k), 3) for k in ("prod_nt_late", "opp_nt_on_late", "opp_nt_off_late")]
                            if late else []) + [_note(r)] for r in rows])

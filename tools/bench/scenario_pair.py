@@ -229,6 +229,21 @@ def run_s2(exp):
             "capacity_rps": capacity, "capacity_windows_rps": caps, "loads": loads, "rows": rows}
 
 
+def _paired_nt(got, row, reps, window):
+    """Production's NT in each repetition against the isolated run of the same repetition, over
+    the whole window. The repetitions are interleaved, so a host whose speed drifts between them
+    (a launch-bound server's isolated runs spread 111-226 it/s within one call on the H100,
+    2026-11-27) moves a repetition's isolated run and its shared rows alike, where the median of
+    every isolated run does not."""
+    vals = []
+    for r in range(reps):
+        if (row, r) in got and ("isolated-prod", r) in got:
+            iso = throughput_from(got[("isolated-prod", r)]["prod"], 0, window)
+            if iso:
+                vals.append(throughput_from(got[(row, r)]["prod"], 0, window) / iso)
+    return spread(vals)
+
+
 def run_s5(exp):
     args, pool, W = exp.args, exp.pool, exp.args.window
     prod, opp, all_rows, shared, skipped, gs = _setup(exp, "S5")
@@ -261,7 +276,7 @@ def run_s5(exp):
         if runs and iso_prod[""]:
             rows.append(_row(exp, control, {"prod_its": spread([throughput_from(res, 0, W) for res in runs])} | {
                 f"prod_nt{suffix}": spread([throughput_from(res, start, W) / iso_prod[suffix]["median"] for res in runs])
-                for suffix, start in spans.items()}))
+                for suffix, start in spans.items()} | {"prod_nt_paired": _paired_nt(got, control, args.reps, W)}))
     profiles = {}
     for b in all_rows:
         if b == "isolated":
@@ -287,7 +302,7 @@ def run_s5(exp):
                 stats["prod_nt"] = throughput_from(res["prod"], start, W) / iso_prod[suffix]["median"]
                 for k, v in stats.items():
                     per.setdefault(k + suffix, []).append(v)
-        rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()}))
+        rows.append(_row(exp, b, {k: spread(v) for k, v in per.items()} | {"prod_nt_paired": _paired_nt(got, b, args.reps, W)}))
     return {"workloads": {"production": prod, "opportunistic": opp}, "on_s": on_s, "off_s": off_s,
             "bin_s": bin_s, "late_s": late, "profiles": profiles, "rows": rows}
 
