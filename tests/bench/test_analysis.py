@@ -20,7 +20,7 @@ import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
-from scenario_pair import CONTROLS, _nt_spread, _paired_nt, _production_controls, _total_spread, fold, reaction  # noqa: E402
+from scenario_pair import CONTROLS, _nt_spread, _paired, _paired_nt, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import loss_by_window  # noqa: E402
 import per_rep  # noqa: E402
 import period_noise  # noqa: E402
@@ -105,6 +105,9 @@ class PairedNt(unittest.TestCase):
         # repetitions would read 0.6 and 1.33.
         self.assertEqual(_paired_nt(got, "row", 3, 1.0), {"median": 0.95, "min": 0.9, "max": 1.0, "n": 2})
         self.assertIsNone(_paired_nt(got, "other", 3, 1.0))
+        # S1 passes rates: a repetition without an isolated rate, or with 0, is left out.
+        self.assertEqual(_paired({0: 45.0, 1: 40.0, 2: 9.0}, {0: 50.0, 1: 0.0}),
+                         {"median": 0.9, "min": 0.9, "max": 0.9, "n": 1})
 
 
 class Reaction(unittest.TestCase):

@@ -132,8 +132,9 @@ namespace {
 
 // One 50 ms window of a production job busy `busy` of the time (as the daemon's idle relay
 // reports it, in_flight_ns) beside a backlogged opportunistic job.
-DeviceObservation window_with_production_busy(uint64_t now_ns, double busy) {
-  constexpr uint64_t kWindowNs = 50'000'000;
+DeviceObservation window_with_production_busy(uint64_t now_ns, double busy,
+                                              uint64_t window_ns = 50'000'000) {
+  const uint64_t kWindowNs = window_ns;
   DeviceObservation d{.now_ns = now_ns, .window_ns = kWindowNs};
   d.jobs.push_back({.job_id = 1,
                     .job_class = JobClass::production,
@@ -183,6 +184,25 @@ TEST(HarvestKernelGating, SaturatingProductionHandsOverToTheLawAndIsRemeasured) 
     if (gated_at(t)) regated = t;
   ASSERT_GE(regated, 0);
   EXPECT_NEAR(regated - first_ungated, 40, 1);  // 2 s of 50 ms windows
+}
+
+// The law's control period ends on whole windows, as the budget's do (harvest.cpp, `reached`): the
+// daemon's 50 ms windows run some microseconds either side of the tick, and counted in
+// nanoseconds four windows 20 us short fell short of 200 ms, so the period ran five.
+TEST(HarvestKernelGating, TheControlPeriodLastsItsLengthInWholeWindows) {
+  auto first_ungated = [](uint64_t window_ns) {
+    auto made = make_policy("harvest", {{"kernel_gating", 1}});
+    EXPECT_TRUE(made.policy) << made.error;
+    for (int t = 0; t < 20; ++t)
+      if (!made.policy->decide(window_with_production_busy(t * window_ns, 1.0, window_ns))[1]
+               .production_idle_only)
+        return t;
+    return -1;
+  };
+  const int exact = first_ungated(50'000'000);
+  ASSERT_GE(exact, 0);
+  EXPECT_EQ(first_ungated(50'000'000 - 20'000), exact);  // 20 us short
+  EXPECT_EQ(first_ungated(50'000'000 + 20'000), exact);  // 20 us long
 }
 
 TEST(HarvestKernelGating, NeedsTheGateFromTheSystem) {

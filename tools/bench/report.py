@@ -40,12 +40,13 @@ def markdown(result):
     if s == "S1":
         late = result.get("late_s") or 0
         late_heads = [f"prod NT after {late:g} s", f"opp NT after {late:g} s"] if late else []
-        body = _table(["configuration", "prod it/s", "opp it/s", "prod NT", "opp NT", "total NT"] + late_heads
-                      + ["note"],
-                      [[r["config"], fmt(r.get("prod_its"), 1), fmt(r.get("opp_its"), 1), fmt(r.get("prod_nt"), 3),
-                        fmt(r.get("opp_nt"), 3), fmt(r.get("total_nt"), 3)]
-                       + ([fmt(r.get("prod_nt_late"), 3), fmt(r.get("opp_nt_late"), 3)] if late else [])
-                       + [_note(r)] for r in rows])
+        body = ("prod NT (paired): each repetition against the isolated runs of the same repetition\n\n"
+                + _table(["configuration", "prod it/s", "opp it/s", "prod NT", "prod NT (paired)", "opp NT", "total NT"]
+                         + late_heads + ["note"],
+                         [[r["config"], fmt(r.get("prod_its"), 1), fmt(r.get("opp_its"), 1), fmt(r.get("prod_nt"), 3),
+                           fmt(r.get("prod_nt_paired"), 3), fmt(r.get("opp_nt"), 3), fmt(r.get("total_nt"), 3)]
+                          + ([fmt(r.get("prod_nt_late"), 3), fmt(r.get("opp_nt_late"), 3)] if late else [])
+                          + [_note(r)] for r in rows]))
     elif s == "S2":
         iso_opp = next((r.get("opp_its") for r in rows if r["config"] == "isolated-opp"), None)
         caps = ", ".join(f"{c:.1f}" for c in result.get("capacity_windows_rps", []))
@@ -109,8 +110,8 @@ def markdown(result):
         body += _table(["configuration", "prod it/s", "opp it/s", "prod NT", "prod NT (paired)", "opp NT (prod on)",
                         "opp NT (prod off)", "give way ms", "take back ms"] + late_heads + ["note"],
                        [[r["config"], fmt(r.get("prod_its"), 1), fmt(r.get("opp_its"), 1), fmt(r.get("prod_nt"), 3),
-                         fmt(r.get("prod_nt_paired"), 3), fmt(r.get("opp_nt_on"), 3), fmt(r.get("opp_nt_off"), 3), fmt(r.get("give_way_ms"), 0),
-                         fmt(r.get("take_back_ms"), 0)]
+                         fmt(r.get("prod_nt_paired"), 3), fmt(r.get("opp_nt_on"), 3), fmt(r.get("opp_nt_off"), 3),
+                         fmt(r.get("give_way_ms"), 0), fmt(r.get("take_back_ms"), 0)]
                         + ([fmt(r.get(k), 3) for k in ("prod_nt_late", "opp_nt_on_late", "opp_nt_off_late")]
                            if late else []) + [_note(r)] for r in rows])
     elif s == "S6":

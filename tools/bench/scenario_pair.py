@@ -7,6 +7,7 @@ S5  production switches on and off (bursts); how fast the opportunistic job give
     production starts and takes the GPU back when it stops.
 """
 
+import statistics
 import sys
 
 import baselines as bl
@@ -85,6 +86,15 @@ def run_s1(exp):
     exp.run_reps(units, args.reps, keep)
     iso = {role: _pooled_isolated(thr, role, args.reps, k_iso) for role in ("prod", "opp")}
     iso_late = {role: _pooled_isolated(thr_late, role, args.reps, k_iso) for role in ("prod", "opp")}
+    iso_by_rep = {}  # production's isolated rate in each repetition: the mean of its windows
+    for r in range(args.reps):
+        vals = [thr[(_iso_name("prod", k), r)]["prod"] for k in range(k_iso) if (_iso_name("prod", k), r) in thr]
+        if vals:
+            iso_by_rep[r] = statistics.fmean(vals)
+
+    def paired(name):
+        return _paired({r: thr[(name, r)]["prod"] for r in range(args.reps) if (name, r) in thr}, iso_by_rep)
+
     rows = []
     for role in ("prod", "opp"):
         vals = iso[role]["values"]
@@ -93,7 +103,8 @@ def run_s1(exp):
     for control in CONTROLS:
         vals = [thr[(control, r)]["prod"] for r in range(args.reps) if (control, r) in thr]
         if vals:
-            rows.append(_row(exp, control, {"prod_its": spread(vals), "prod_nt": _nt_spread(vals, iso["prod"])}))
+            rows.append(_row(exp, control, {"prod_its": spread(vals), "prod_nt": _nt_spread(vals, iso["prod"]),
+                                            "prod_nt_paired": paired(control)}))
     for b in all_rows:
         if b == "isolated":
             continue
@@ -104,7 +115,7 @@ def run_s1(exp):
         opp_its = [thr[(b, r)]["opp"] for r in range(args.reps) if (b, r) in thr]
         prod_nt, opp_nt = _nt_spread(prod_its, iso["prod"]), _nt_spread(opp_its, iso["opp"])
         metrics = {"prod_its": spread(prod_its), "opp_its": spread(opp_its), "prod_nt": prod_nt, "opp_nt": opp_nt,
-                   "total_nt": _total_spread(prod_nt, opp_nt)}
+                   "total_nt": _total_spread(prod_nt, opp_nt), "prod_nt_paired": paired(b)}
         if late:
             for role in ("prod", "opp"):
                 metrics[f"{role}_nt_late"] = _nt_spread(
@@ -140,6 +151,15 @@ def _production_controls(pool, shared, task, W):
         units.append(Unit(CONTROLS[1], lambda rep: [Placement(pool.get(f"gs-{first}-prod"),
                                                              [dict(task, job=0)], tags=["prod"])], W))
     return units
+
+
+def _paired(row_by_rep, iso_by_rep):
+    """The spread of a row's production rate over the isolated one of the same repetition, over
+    the repetitions that have both. The repetitions are interleaved, so a host whose speed drifts
+    between them (a launch-bound server's isolated runs spread 111-226 it/s within one call on the
+    H100, 2026-11-27) moves a repetition's isolated run and its shared rows alike, where the median
+    of every isolated run does not."""
+    return spread([rate / iso_by_rep[r] for r, rate in row_by_rep.items() if iso_by_rep.get(r)])
 
 
 def _iso_name(role, k):
@@ -230,18 +250,11 @@ def run_s2(exp):
 
 
 def _paired_nt(got, row, reps, window):
-    """Production's NT in each repetition against the isolated run of the same repetition, over
-    the whole window. The repetitions are interleaved, so a host whose speed drifts between them
-    (a launch-bound server's isolated runs spread 111-226 it/s within one call on the H100,
-    2026-11-27) moves a repetition's isolated run and its shared rows alike, where the median of
-    every isolated run does not."""
-    vals = []
-    for r in range(reps):
-        if (row, r) in got and ("isolated-prod", r) in got:
-            iso = throughput_from(got[("isolated-prod", r)]["prod"], 0, window)
-            if iso:
-                vals.append(throughput_from(got[(row, r)]["prod"], 0, window) / iso)
-    return spread(vals)
+    """S5: production's NT in each repetition against the isolated run of the same repetition,
+    over the whole window (_paired)."""
+    def rates(name):
+        return {r: throughput_from(got[(name, r)]["prod"], 0, window) for r in range(reps) if (name, r) in got}
+    return _paired(rates(row), rates("isolated-prod"))
 
 
 def run_s5(exp):
