@@ -421,7 +421,9 @@ class HarvestPolicy final : public Policy {
     if (!known) return;  // the relay had not sampled yet (its first window)
     gap_busy_ns_ += static_cast<double>(busiest);
     gap_window_ns_ += static_cast<double>(device.window_ns);
-    if (gap_window_ns_ < static_cast<double>(control_period_ns_)) return;
+    // In whole windows, as every period here (`reached`).
+    if (!reached(static_cast<uint64_t>(gap_window_ns_), control_period_ns_, device.window_ns))
+      return;
     const bool saturated = gap_busy_ns_ >= gating_busy_limit_ * gap_window_ns_;
     gap_busy_ns_ = gap_window_ns_ = 0;
     if (saturated) {

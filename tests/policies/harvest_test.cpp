@@ -186,8 +186,29 @@ TEST(HarvestKernelGating, SaturatingProductionHandsOverToTheLawAndIsRemeasured) 
   EXPECT_NEAR(regated - first_ungated, 40, 1);  // 2 s of 50 ms windows
 }
 
-// The law's control period ends on whole windows, as the budget's do (harvest.cpp, `reached`): the
-// daemon's 50 ms windows run some microseconds either side of the tick, and counted in
+// The law's probe of production's solo rate: one settling window, then one control period in
+// whole windows (harvest.cpp, `reached`), whether the daemon's windows run short or long.
+TEST(Harvest, AProbeLastsAWindowAndAPeriodInWholeWindows) {
+  auto probe_windows = [](uint64_t window_ns) {
+    auto policy = harvest();
+    int paused = 0;
+    for (int t = 0; t < 20; ++t) {
+      const bool held =
+          policy->decide(window_with_production_busy(t * window_ns, 1.0, window_ns))[1].paused;
+      if (held)
+        ++paused;
+      else if (paused > 0)
+        break;
+    }
+    return paused;
+  };
+  EXPECT_EQ(probe_windows(50'000'000), 1 + 4);
+  EXPECT_EQ(probe_windows(50'000'000 - 20'000), 1 + 4);
+  EXPECT_EQ(probe_windows(50'000'000 + 20'000), 1 + 4);
+}
+
+// Kernel gating's control period, which measures production's gaps, ends on whole windows too:
+// the daemon's 50 ms windows run some microseconds either side of the tick, and counted in
 // nanoseconds four windows 20 us short fell short of 200 ms, so the period ran five.
 TEST(HarvestKernelGating, TheControlPeriodLastsItsLengthInWholeWindows) {
   auto first_ungated = [](uint64_t window_ns) {
