@@ -537,12 +537,16 @@ class HarvestPolicy final : public Policy {
       }
       alive.insert(job.job_id);
       uint64_t& warmed = warmed_ns_[job.job_id];
-      const bool warming = warmed < warm_up_ns_;
+      // In whole windows, as every period here (`reached`).
+      auto warming_after = [&](uint64_t ns) {
+        return warm_up_ns_ > 0 && !reached(ns, warm_up_ns_, device.window_ns);
+      };
+      const bool warming = warming_after(warmed);
       // Counted in windows with progress, not in-flight time, so that how long the opportunistic
       // jobs wait does not depend on how busy production keeps the GPU (a server in flight a
       // tenth of each window would hold them for 15 s of its busy windows).
       if (production_[job.job_id].window_progress > 0) warmed += device.window_ns;
-      warming_ = warming_ || warmed < warm_up_ns_;
+      warming_ = warming_ || warming_after(warmed);
       // The budget's periods hold measured windows of one mode only, after the job's warm-up.
       if (!measured || warming) continue;
       if (job.in_flight_ns && device.window_ns > 0)

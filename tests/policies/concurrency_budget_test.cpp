@@ -1073,6 +1073,31 @@ TEST(HarvestConcurrency, AProductionJobsWarmUpIsNotMeasured) {
   EXPECT_NE(made.policy->explain().find("busy=1.00"), std::string::npos) << made.policy->explain();
 }
 
+// The warm-up is counted in whole windows too: 800 ms is sixteen windows whether the daemon's
+// run 20 us short or long (counted in nanoseconds, sixteen short ones fell short of it, and the
+// opportunistic job waited for the next paused period's end, two windows later).
+TEST(HarvestConcurrency, AWarmUpLastsItsLengthInWholeWindows) {
+  auto first_unpaused = [](uint64_t window_ns) {
+    auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}, {"warm_up_ms", 800}});
+    EXPECT_TRUE(made.policy) << made.error;
+    for (int t = 0; t < 40; ++t) {
+      DeviceObservation d{.now_ns = t * window_ns, .window_ns = window_ns};
+      d.jobs.push_back({.job_id = 1,
+                        .job_class = JobClass::production,
+                        .launches = 1000,
+                        .completed = 1000,
+                        .in_flight_ns = window_ns});
+      d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = 100});
+      if (!made.policy->decide(d)[1].paused) return t;
+    }
+    return -1;
+  };
+  const int exact = first_unpaused(50'000'000);
+  ASSERT_GE(exact, 16);
+  EXPECT_EQ(first_unpaused(50'000'000 - 20'000), exact);
+  EXPECT_EQ(first_unpaused(50'000'000 + 20'000), exact);
+}
+
 // Production idle for one window while the budget holds the opportunistic job paused (here its
 // warm-up): the job is released at once, idle-gated with the in-flight bound, and held again when
 // production is back. Waiting for idle_windows (3) left the GPU idle for 150-200 ms of each idle
