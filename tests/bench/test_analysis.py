@@ -296,6 +296,17 @@ class PeriodNoise(unittest.TestCase):
         self.assertIsNone(entries[2])  # a beside window in which it launched nothing
         self.assertEqual(entries[3], ("paused", math.log(32)))  # paused: it launches nothing anyway
 
+    def test_triplets_measure_how_far_the_paused_reference_moved(self):
+        # Paused at 32 (first window left out), beside at 16, paused at 64: the reference moved by
+        # log 2, and the beside run reads log(1/2) against the run before, log(1/4) after.
+        gates = ["(paused)"] * 3 + [""] * 3 + ["(paused)"] * 3 + [""]
+        done = [1000, 1600, 1600, 1600, 800, 800, 800, 3200, 3200, 3200]
+        entries = period_noise.windows("\n".join(self.tick(g, d) for g, d in zip(gates, done)))
+        (moved, before, after), = period_noise.triplets(entries)
+        self.assertAlmostEqual(moved, math.log(2))
+        self.assertAlmostEqual(before, math.log(0.5))
+        self.assertAlmostEqual(after, math.log(0.25))
+
     def test_a_gap_breaks_the_pair(self):
         gates = ["(paused)"] * 4 + [""] * 4
         lines = [self.tick(g, 1600) for g in gates]

@@ -23,7 +23,13 @@ A launch-bound job that pauses on the CPU each step is in flight about two third
 budget's `throughput_cost`): a launch-bound job with CPU work between its kernels can lose steps
 beside with no loss of speed in flight (§4t).
 
+--triplets JUMP: instead, each beside run between two paused runs, and whether the paused speed
+moved by more than JUMP (in log) between them: where it did, the beside run's two readings (against
+the paused run before and after) disagree by about that much, and a pair cannot tell the move from
+a cost (a launch-bound server's speed jumps between levels for seconds, docs/benchmarks.md §4w).
+
 Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] [--throughput] ARCHIVE.tgz ...
+       python3 tools/bench/period_noise.py --triplets 0.2 ARCHIVE.tgz ...
   e.g. python3 tools/bench/period_noise.py docs/bench-results/2026-11-26-m/call4*-s5g1-logs.tgz
        python3 tools/bench/period_noise.py --min-in-flight 0 --per-log \
          docs/bench-results/2026-11-27-p/call58-mb16p10-tt32-logs.tgz
@@ -34,7 +40,7 @@ import os
 import statistics
 import sys
 
-from tick_shares import completions, daemon_logs, gate, ticks
+from tick_shares import completions, daemon_logs, gate, ticks, window_text
 
 MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
@@ -104,13 +110,54 @@ def differences(entries, k):
     return out
 
 
+def triplets(entries):
+    """Each beside run between two paused runs (nothing breaking them apart), each run's first
+    window left out: (how far the paused speed moved between the two, |mean log after - mean log
+    before|; beside less the paused run before, in mean log speed; beside less the one after)."""
+    out = []
+    series = runs(entries)
+    for a, b, c in zip(series, series[1:], series[2:]):
+        if None in (a, b, c) or (a[0], b[0], c[0]) != ("paused", "beside", "paused"):
+            continue
+        before, beside, after = a[1][1:], b[1][1:], c[1][1:]
+        if before and beside and after:
+            out.append((abs(statistics.fmean(after) - statistics.fmean(before)),
+                        statistics.fmean(beside) - statistics.fmean(before),
+                        statistics.fmean(beside) - statistics.fmean(after)))
+    return out
+
+
+def print_triplets(archives, min_in_flight, throughput, jump):
+    """--triplets: per archive, how often the paused reference moved by more than `jump` around a
+    beside run, and how far the two readings of that run (against either paused side) then
+    differ, against the runs where it did not."""
+    print(f"| archive | paused-beside-paused runs | paused moved > {jump} | readings' difference there "
+          "(median, log) | elsewhere |")
+    print("|---|---|---|---|---|")
+    for path in archives:
+        found = [t for _, text in daemon_logs(path)
+                 for t in triplets(windows(window_text(text), min_in_flight, throughput))]
+        moved = [abs(t[1] - t[2]) for t in found if t[0] > jump]
+        still = [abs(t[1] - t[2]) for t in found if t[0] <= jump]
+
+        def median(values):
+            return f"{statistics.median(values):.2f}" if values else "–"
+        print(f"| {os.path.basename(path)} | {len(found)} | {len(moved)} | {median(moved)} | {median(still)} |")
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--min-in-flight", type=share, default=FULL)
     parser.add_argument("--per-log", action="store_true")
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--triplets", type=float, metavar="JUMP",
+                        help="instead: beside runs between paused ones, where the paused speed moved by "
+                             "more than JUMP in log (each log's benchmark window only)")
     parser.add_argument("archives", nargs="+")
     args = parser.parse_args(argv)
+    if args.triplets is not None:
+        print_triplets(args.archives, args.min_in_flight, args.throughput, args.triplets)
+        return 0
     print("| archive | measured windows per period | pairs | mean (beside less paused) | sd |")
     print("|---|---|---|---|---|")
     for path in args.archives:
