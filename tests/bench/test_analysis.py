@@ -194,6 +194,11 @@ class LossByWindow(unittest.TestCase):
         self.assertEqual(out["gated"], [1, 0.25])
 
 
+    def test_logs_pool_by_their_row(self):
+        self.assertEqual(loss_by_window.row_of("gpushared-harvest:x=1@mps-ext-rep3.log"), "harvest:x=1@mps-ext")
+        self.assertEqual(loss_by_window.row_of("gpushared-harvest:x=1@mps-ext.log"), "harvest:x=1@mps-ext")
+
+
 class PerRep(unittest.TestCase):
     """tools/bench/per_rep.py: each row's production against its own repetition's isolated run."""
 

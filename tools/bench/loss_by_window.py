@@ -15,7 +15,7 @@ kernels over that median, so a window half-busy at full speed loses nothing. Kin
   - drain: a paused or gated window right after beside (the opportunistic queue drains in it);
   - paused / gated: the others. Paused windows lose against their own median by their spread
     alone (a left tail of slow windows), which is production's own noise, not sharing's.
-Printed per daemon log and pooled per archive: busy windows, the loss as a share of them, and per
+Printed per daemon log and pooled per gpushare row of each archive: busy windows, the loss as a share of them, and per
 kind its windows and its loss as a share of all busy windows. A window's mode is the gate the
 previous tick line gave.
 
@@ -28,6 +28,7 @@ Usage: python3 tools/bench/loss_by_window.py [--after-idle N] ARCHIVE.tgz ...
 """
 import argparse
 import os
+import re
 import statistics
 
 from tick_shares import completions, daemon_logs, gate, ticks, window_text
@@ -88,6 +89,11 @@ def cells(busy, out):
             " | ".join(f"{out[k][0]} / {out[k][1] / busy:.3f}" for k in KINDS))
 
 
+def row_of(log_name):
+    """The gpushare row (policy) of a daemon log's name: gpushared-<policy>[-repN].log."""
+    return re.sub(r"-rep\d+$", "", log_name[len("gpushared-"):-len(".log")])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--after-idle", type=int, default=100, help="idle windows before the window")
@@ -98,19 +104,20 @@ def main(argv=None):
     print("|---|---|---|---|" + "---|" * len(KINDS))
     for path in args.archives:
         part = os.path.basename(path).replace("-logs.tgz", "")
-        pooled_busy, pooled = 0, {k: [0, 0.0] for k in KINDS}
+        pooled = {}  # row -> [busy windows, {kind: [windows, loss]}]
         for name, text in daemon_logs(path):
             result = losses(windows(window_text(text, args.after_idle)))
             if not result:
                 continue
             busy, out = result
-            pooled_busy += busy
+            row = pooled.setdefault(row_of(name), [0, {k: [0, 0.0] for k in KINDS}])
+            row[0] += busy
             for k in KINDS:
-                pooled[k][0] += out[k][0]
-                pooled[k][1] += out[k][1]
+                row[1][k][0] += out[k][0]
+                row[1][k][1] += out[k][1]
             print(f"| {part} | {name[len('gpushared-'):-len('.log')]} | {cells(busy, out)} |")
-        if pooled_busy:
-            print(f"| {part} | **pooled** | {cells(pooled_busy, pooled)} |")
+        for row, (busy, out) in pooled.items():
+            print(f"| {part} | **{row}, pooled** | {cells(busy, out)} |")
 
 
 if __name__ == "__main__":
