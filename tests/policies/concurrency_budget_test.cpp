@@ -1408,7 +1408,9 @@ TEST(HarvestConcurrency, WhereMpsRunsTheBudgetOnlyOnMps) {
 // (they ran a fourth when the period's nanoseconds were compared). Production busy all the time at
 // one speed whatever the mode (beside costs nothing).
 TEST(HarvestConcurrency, PeriodsLastTheirLengthInWholeWindows) {
-  for (int64_t jitter_ns : {0, 20'000}) {
+  // Every window short, or every one long: a run of windows alternately short and long sums to
+  // its length as often as not, and passed with the nanoseconds compared.
+  for (int64_t jitter_ns : {0, -20'000, 20'000}) {
     auto made = make_policy(
         "harvest", {{"concurrency", 1}, {"in_flight", 4}, {"warm_up_ms", 0}, {"doubt_samples", 4}});
     ASSERT_TRUE(made.policy);
@@ -1416,7 +1418,7 @@ TEST(HarvestConcurrency, PeriodsLastTheirLengthInWholeWindows) {
     Gate last{.paused = true};
     for (uint64_t t = 0; t < 200; ++t) {
       DeviceObservation window = queue_window(t, true, last.paused ? 0 : 100);
-      window.window_ns = static_cast<uint64_t>(50'000'000 + (t % 2 ? jitter_ns : -jitter_ns));
+      window.window_ns = static_cast<uint64_t>(50'000'000 + jitter_ns);
       window.jobs[0].in_flight_ns = window.window_ns;
       const Gate gate = made.policy->decide(window)[1];
       if (t > 0 && gate.paused == last.paused)
