@@ -31,7 +31,7 @@ import os
 import re
 import statistics
 
-from tick_shares import completions, daemon_logs, gate, ticks, window_text
+from tick_shares import completions, daemon_logs, moded_ticks, window_text
 
 KINDS = ("return", "beside-first", "beside", "drain", "paused", "gated")
 FULL = 0.9  # a steady window: production in flight at least this share of it
@@ -40,15 +40,13 @@ FULL = 0.9  # a steady window: production in flight at least this share of it
 def windows(text):
     """(mode, kernels completed, in-flight share, whether the opportunistic job launched) per tick
     line of one production and one opportunistic job; mode None before the first gate is known."""
-    out, previous = [], None
-    for tick in ticks(text):
+    out = []
+    for mode, tick in moded_ticks(text):
         speed = completions(tick.production[0]) if len(tick.production) == 1 else None
         if tick.opportunistic and tick.window_us and speed:
             done, in_flight_us = speed
             launched = int(tick.opportunistic[0][2]) > 0
-            out.append((previous, done, min(1.0, in_flight_us / tick.window_us), launched))
-        if tick.opportunistic:
-            previous = gate(tick.opportunistic[0])
+            out.append((mode, done, min(1.0, in_flight_us / tick.window_us), launched))
     return out
 
 

@@ -24,6 +24,8 @@ import gzip
 import json
 import statistics
 
+from scenario_pair import paired_ratios
+
 TENTHS = 10
 
 
@@ -52,11 +54,12 @@ def in_window(times, window):
 
 
 def paired(rows, window):
-    """{row: [its production over the isolated run's, per repetition with both]}."""
-    isolated = {rep: len(in_window(t, window)) for rep, t in rows["isolated-prod"].items()}
-    return {row: [len(in_window(t, window)) / isolated[rep]
-                  for rep, t in sorted(reps.items()) if isolated.get(rep)]
-            for row, reps in rows.items()}
+    """{row: [its production over the isolated run's, per repetition with both]}
+    (scenario_pair.paired_ratios, as the harness's `prod NT (paired)`)."""
+    def counts(reps):
+        return {rep: len(in_window(t, window)) for rep, t in reps.items()}
+    isolated = counts(rows["isolated-prod"])
+    return {row: paired_ratios(counts(reps), isolated) for row, reps in rows.items()}
 
 
 def by_tenth(times, window, on, off):

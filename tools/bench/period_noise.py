@@ -40,7 +40,7 @@ import os
 import statistics
 import sys
 
-from tick_shares import completions, daemon_logs, gate, ticks, window_text
+from tick_shares import completions, daemon_logs, moded_ticks, window_text
 
 MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
@@ -60,8 +60,8 @@ def windows(text, min_in_flight=FULL, throughput=False):
     opportunistic job launched nothing (it was not running beside: the budget measures only
     windows where an opportunistic job wants to run, and S5's production controls run with it
     idle), or a line says nothing."""
-    out, previous = [], None
-    for tick in ticks(text):
+    out = []
+    for previous, tick in moded_ticks(text):
         entry = None
         speed = completions(tick.production[0]) if len(tick.production) == 1 else None
         idle_beside = previous == "beside" and all(int(t[2]) == 0 for t in tick.opportunistic)
@@ -71,8 +71,6 @@ def windows(text, min_in_flight=FULL, throughput=False):
                 per_us = tick.window_us if throughput else in_flight_us
                 entry = (previous, math.log(done / (per_us / 1000)))
         out.append(entry)
-        if tick.opportunistic:
-            previous = gate(tick.opportunistic[0])
     return out
 
 

@@ -153,13 +153,18 @@ def _production_controls(pool, shared, task, W):
     return units
 
 
+def paired_ratios(row_by_rep, iso_by_rep):
+    """A row's production rate over the isolated one of the same repetition, for each repetition
+    that has both, in repetition order. The repetitions are interleaved, so a host whose speed
+    drifts between them (a launch-bound server's isolated runs spread 111-226 it/s within one call
+    on the H100, 2026-11-27) moves a repetition's isolated run and its shared rows alike, where the
+    median of every isolated run does not. (Also tools/bench/per_rep.py.)"""
+    return [rate / iso_by_rep[r] for r, rate in sorted(row_by_rep.items()) if iso_by_rep.get(r)]
+
+
 def _paired(row_by_rep, iso_by_rep):
-    """The spread of a row's production rate over the isolated one of the same repetition, over
-    the repetitions that have both. The repetitions are interleaved, so a host whose speed drifts
-    between them (a launch-bound server's isolated runs spread 111-226 it/s within one call on the
-    H100, 2026-11-27) moves a repetition's isolated run and its shared rows alike, where the median
-    of every isolated run does not."""
-    return spread([rate / iso_by_rep[r] for r, rate in row_by_rep.items() if iso_by_rep.get(r)])
+    """The spread of paired_ratios."""
+    return spread(paired_ratios(row_by_rep, iso_by_rep))
 
 
 def _iso_name(role, k):

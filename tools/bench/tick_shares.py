@@ -56,6 +56,16 @@ def ticks(text):
                    [t for t in tokens if t[1] == "O"])
 
 
+def moded_ticks(text):
+    """(mode, tick) per tick line: the mode the window the line reports ran in, which is the gate
+    the previous line gave the opportunistic job (None before the first such line)."""
+    previous = None
+    for tick in ticks(text):
+        yield previous, tick
+        if tick.opportunistic:
+            previous = gate(tick.opportunistic[0])
+
+
 def window_text(text, after_idle=100):
     """The tick lines of a daemon log's benchmark window (joined), for logs of gpu_round.sh's S5
     parts. The log is cut where production idled at least `after_idle` ticks (the harness starts
