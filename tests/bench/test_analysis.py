@@ -23,6 +23,7 @@ from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search
 from scenario_pair import CONTROLS, _nt_spread, _paired, _paired_nt, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import loss_by_window  # noqa: E402
 import per_rep  # noqa: E402
+import s2_tail  # noqa: E402
 import period_noise  # noqa: E402
 import round_plot  # noqa: E402
 import stalls  # noqa: E402
@@ -223,6 +224,55 @@ class PerRep(unittest.TestCase):
         self.assertEqual(per_rep.paired(rows, 1.0)["row"], [0.5, 1.5])
         # 0.1 s and 0.2 s fall in tenths 2 and 4 of the 0.5 s on-phase, 0.7 s in the off-phase.
         self.assertEqual(per_rep.by_tenth(rows["row"][1], 1.0, 0.5, 0.5), [0, 0, 1, 0, 1, 0, 0, 0, 0, 0])
+
+
+class S2Tail(unittest.TestCase):
+    """tools/bench/s2_tail.py: S2's tail pooled over repetitions and files, and paired by arrivals."""
+
+    @staticmethod
+    def one(config, rep, latencies_s, opp=None):
+        results = {"prod": {"latencies": latencies_s, "arrivals": len(latencies_s)}}
+        if opp is not None:
+            results["opp"] = {"completions": opp}
+        return {"config": config, "rep": rep, "results": results}
+
+    def write(self, d, name, runs):
+        path = os.path.join(d, name)
+        with gzip.open(path, "wt") as f:
+            json.dump(runs, f)
+        return path
+
+    def test_pooled_paired_and_opportunistic(self):
+        iso0 = [0.001] * 99 + [0.010]   # p99 (interpolated) 9.91 ms
+        iso1 = [0.001] * 100             # p99 1 ms
+        row0 = [0.002] * 99 + [0.020]   # twice iso0 everywhere
+        row1 = [0.003] * 100             # three times iso1
+        first = [self.one("isolated-opp", 0, [], opp=[0.5, 1.0, 1.5, 2.0, 5.0]),  # 4 in a 4 s window
+                 self.one("isolated-opp", 1, [], opp=[1.0, 2.0]),
+                 self.one("isolated-prod@0.3", 0, iso0), self.one("isolated-prod@0.3", 1, iso1),
+                 self.one("gs@0.3", 0, row0, opp=[1.0, 3.0]), self.one("gs@0.3", 1, row1, opp=[1.0]),
+                 {"config": "gs@0.5", "rep": 0, "results": None}]
+        # A second file (another lane): its repetition 0 is paired with its own isolated run only.
+        second = [self.one("isolated-prod@0.3", 0, iso1), self.one("gs@0.3", 0, iso1)]
+        with tempfile.TemporaryDirectory() as d:
+            paths = [self.write(d, "a.json.gz", first), self.write(d, "b.json.gz", second)]
+            rows = s2_tail.table(paths)
+            kept = os.path.join(d, "kept.json.gz")
+            s2_tail.extract(paths[0], kept)
+            self.assertEqual(s2_tail.table([kept, paths[1]]), rows)  # the extract reads the same
+        self.assertEqual([(r["row"], r["load"]) for r in rows], [("isolated-prod", 0.3), ("gs", 0.3)])
+        iso, gs = rows
+        self.assertEqual((iso["n"], gs["n"]), (300, 300))
+        self.assertAlmostEqual(iso["p99_x"], 1.0)
+        # Pooled: every file's requests together.
+        every = row0 + row1 + iso1
+        self.assertAlmostEqual(gs["p99"], percentile([x * 1000 for x in every], 99))
+        # Paired: 2, 3 and 1 (the second file's row against its own isolated run).
+        self.assertEqual(gs["reps"], 3)
+        self.assertAlmostEqual(gs["p99_paired"], 2.0)
+        # Opportunistic: 2 of 4, 1 of 2; the second file has none.
+        self.assertAlmostEqual(gs["opp_nt"], 0.5)
+        self.assertIsNone(iso["opp_nt"])
 
 
 class WindowText(unittest.TestCase):

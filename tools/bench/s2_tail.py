@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""S2's latency tail pooled over repetitions, lanes and calls, from the harness's raw files
+(S2-raw.json.gz, run.py).
+
+The harness's S2 table gives each row's median over its repetitions of a per-repetition p99. With
+three repetitions of a 4 s window at load 0.3 (about 600 requests each), one repetition's p99
+rests on its six slowest requests: on the H100 (2026-11-27, call 71) one row's p99 ranged 13.7 to
+48.7 ms over three repetitions. Every configuration of one (load, repetition) meets the same
+Poisson arrivals (scenario_pair.run_s2), so this prints, for each load and row:
+  - its requests' p50 and p99 pooled over every repetition of every file given, and the p99 over
+    the isolated rows' pooled p99;
+  - the median over repetitions of its p99 over the isolated run's p99 with the same arrivals
+    (files are kept apart: a repetition of one file is paired only with the same file's);
+  - the opportunistic job's throughput over the isolated opportunistic run's (median of the
+    repetitions, each against its own repetition's).
+
+Usage: python3 tools/bench/s2_tail.py [--window 4] RAW.json.gz [RAW.json.gz ...]
+       python3 tools/bench/s2_tail.py --extract OUT.json.gz RAW.json.gz  # the extract to keep
+"""
+import argparse
+import gzip
+import json
+import statistics
+
+from experiment import percentile, throughput
+
+ISOLATED = "isolated-prod"
+
+
+def runs(path, window):
+    """{(row, load): {repetition: (latencies in ms, opportunistic iterations or None)}}, and the
+    isolated opportunistic run's iterations by repetition, from one raw file; iterations are
+    counted in the window as the harness counts them (experiment.throughput)."""
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)
+    rows, iso_opp = {}, {}
+    for run in raw:
+        results = run.get("results") or {}
+        name = run["config"]
+        if name == "isolated-opp":
+            if "opp" in results:
+                iso_opp[run["rep"]] = throughput(results["opp"], window, window)
+            continue
+        if "@" not in name or "prod" not in results:
+            continue
+        row, load = name.rsplit("@", 1)
+        lat = [x * 1000 for x in results["prod"].get("latencies", [])]
+        opp = throughput(results["opp"], window, window) if "opp" in results else None
+        rows.setdefault((row, float(load)), {})[run["rep"]] = (lat, opp)
+    return rows, iso_opp
+
+
+def table(paths, window=4.0):
+    """The rows of the printed table: dicts with row, load, n, p50, p99, p99_x (pooled p99 over
+    the isolated rows'), p99_paired (median per-repetition ratio), opp_nt (median)."""
+    pooled = {}    # (row, load) -> every latency
+    paired = {}    # (row, load) -> per-repetition p99 ratios
+    opp_nt = {}    # (row, load) -> per-repetition opportunistic NT
+    for path in paths:
+        rows, iso_opp = runs(path, window)
+        for (row, load), reps in rows.items():
+            iso = rows.get((ISOLATED, load), {})
+            for rep, (lat, opp) in reps.items():
+                pooled.setdefault((row, load), []).extend(lat)
+                if lat and rep in iso and iso[rep][0]:
+                    paired.setdefault((row, load), []).append(
+                        percentile(lat, 99) / percentile(iso[rep][0], 99))
+                if opp is not None and iso_opp.get(rep):
+                    opp_nt.setdefault((row, load), []).append(opp / iso_opp[rep])
+    out = []
+    for (row, load), lat in sorted(pooled.items(), key=lambda kv: (kv[0][1], kv[0][0] != ISOLATED, kv[0][0])):
+        if not lat:
+            continue
+        iso = pooled.get((ISOLATED, load))
+        p99 = percentile(lat, 99)
+        out.append({"row": row, "load": load, "n": len(lat), "p50": percentile(lat, 50), "p99": p99,
+                    "p99_x": p99 / percentile(iso, 99) if iso else None,
+                    "p99_paired": statistics.median(paired[(row, load)]) if paired.get((row, load)) else None,
+                    "reps": len(paired.get((row, load), [])),
+                    "opp_nt": statistics.median(opp_nt[(row, load)]) if opp_nt.get((row, load)) else None})
+    return out
+
+
+def extract(path, out):
+    """Writes what this tool reads of `path` to `out`: production's latencies and the opportunistic
+    job's completion times of every run, to 10 us (docs/bench-results keeps these)."""
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)
+    kept = []
+    for run in raw:
+        results = run.get("results") or {}
+        part = {}
+        if "prod" in results:
+            part["prod"] = {"latencies": [round(x, 5) for x in results["prod"].get("latencies", [])]}
+        if "opp" in results:
+            part["opp"] = {"completions": [round(x, 5) for x in results["opp"].get("completions", [])]}
+        kept.append({"config": run["config"], "rep": run["rep"], "results": part})
+    with gzip.open(out, "wt") as f:
+        json.dump(kept, f, separators=(",", ":"))
+
+
+def fmt(v, spec):
+    return "–" if v is None else format(v, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("raw", nargs="+", help="S2-raw.json.gz files (one per lane or call)")
+    ap.add_argument("--window", type=float, default=4.0, help="the runs' window in seconds (gpu_round.sh's S2: 4)")
+    ap.add_argument("--extract", metavar="OUT", help="write the extract of the one raw file given to OUT and stop")
+    args = ap.parse_args()
+    if args.extract:
+        if len(args.raw) != 1:
+            ap.error("--extract takes one raw file")
+        extract(args.raw[0], args.extract)
+        return
+    print("| load | row | requests | p50 ms | p99 ms | p99 × isolated (pooled) | p99 × isolated (paired, median) | reps | opp NT |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in table(args.raw, args.window):
+        print(f"| {r['load']} | {r['row']} | {r['n']} | {r['p50']:.2f} | {r['p99']:.2f} | {fmt(r['p99_x'], '.2f')}"
+              f" | {fmt(r['p99_paired'], '.2f')} | {r['reps']} | {fmt(r['opp_nt'], '.3f')} |")
+
+
+if __name__ == "__main__":
+    main()
