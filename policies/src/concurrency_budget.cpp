@@ -36,6 +36,29 @@ double charged_high(const ModeCost& c, const ConcurrencySettings& s) {
   return std::max(0.0, c.harm + s.noise_margin * c.error);
 }
 
+}  // namespace
+
+bool given_the_doubt(const ModeCost& c, const ConcurrencySettings& s, double allowed) {
+  // The benefit of the doubt is for a cost the noise cannot tell from one within the target,
+  // not for a reading that says more: the cost and its standard error must each be within
+  // twice what the target allows. On the H100 beside a saturating resnet50 b32 job (S5) the
+  // first pairs of periods read beside's 15-24 % cost as 12 % +- 9 % (4 s phases; production
+  // 0.82) and, with production's start-up measured, as 7 % +- 13 % (1 s phases; 0.77): taken
+  // low each fitted and beside ran 90 % of production's busy time. Within 5 % of the target
+  // allowance, not twice it, held a gappy job's costs (-15 % +- 9 %, its speed noisy from one
+  // period to the next) rationed for most of the benchmark (opportunistic 0.34-0.38 of
+  // MPS-prio's).
+  const double doubt = 2 * (1 - s.target);
+  return charged_low(c, s) * (1 - s.reference_share) <= allowed && c.harm <= doubt &&
+         c.error <= doubt;
+}
+
+double charged_cost(const ModeCost& c, const ConcurrencySettings& s, double allowed) {
+  return given_the_doubt(c, s, allowed) ? charged_low(c, s) : charged_high(c, s);
+}
+
+namespace {
+
 // The modes that run the opportunistic jobs: the candidates for the time paused leaves.
 constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
 
@@ -240,7 +263,6 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // nothing does not throttle. Any other is charged its cost taken high: where throttling is
   // shown to be needed, it errs toward production.
   const double allowed = std::max(0.0, 1 - settings.target - debt);
-  const double base_time = 1 - settings.reference_share;
   // While production is owed a loss, a candidate is run for its measurement only as far as the
   // budget allows it anyway (what exploring would spend is still set aside, so that the debt ends
   // as soon as without this rule): exploring it at a cost would add to the debt it repays. On
@@ -257,18 +279,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     if (!measures.cost[index(m)]) continue;  // gated, not yet needed
     const ModeCost& c = *measures.cost[index(m)];
     const double low = charged_low(c, settings), high = charged_high(c, settings);
-    // The benefit of the doubt is for a cost the noise cannot tell from one within the target,
-    // not for a reading that says more: the cost and its standard error must each be within
-    // twice what the target allows. On the H100 beside a saturating resnet50 b32 job (S5) the
-    // first pairs of periods read beside's 15-24 % cost as 12 % +- 9 % (4 s phases; production
-    // 0.82) and, with production's start-up measured, as 7 % +- 13 % (1 s phases; 0.77): taken
-    // low each fitted and beside ran 90 % of production's busy time. Within 5 % of the target
-    // allowance, not twice it, held a gappy job's costs (-15 % +- 9 %, its speed noisy from one
-    // period to the next) rationed for most of the benchmark (opportunistic 0.34-0.38 of
-    // MPS-prio's).
-    const double doubt = 2 * (1 - settings.target);
-    const bool doubtful = low * base_time <= allowed && c.harm <= doubt && c.error <= doubt;
-    cost[index(m)] = doubtful ? low : high;
+    const bool doubtful = given_the_doubt(c, settings, allowed);
+    cost[index(m)] = charged_cost(c, settings, allowed);
     budget -= settings.explore_share * cost[index(m)];
     // A cost given the doubt on fewer than doubt_samples pairs of periods is measured again the
     // sooner: its error is itself a guess from few pairs. On the H100 beside a saturating
@@ -426,6 +438,14 @@ ModeMeasures ConcurrencyBudget::measures() const {
 std::array<double, kRunModes> ConcurrencyBudget::shares() const {
   const ModeMeasures m = measures();
   return mode_shares(m, settings_, loss_debt(ran_, m, settings_));
+}
+
+bool ConcurrencyBudget::fits_target(RunMode mode) const {
+  const ModeMeasures m = measures();
+  if (mode == RunMode::paused) return true;
+  if (!m.cost[index(mode)]) return false;
+  const double allowed = std::max(0.0, 1 - settings_.target - loss_debt(ran_, m, settings_));
+  return charged_cost(*m.cost[index(mode)], settings_, allowed) <= allowed;
 }
 
 bool ConcurrencyBudget::learning() const {

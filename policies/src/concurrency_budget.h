@@ -106,6 +106,13 @@ struct ModeMeasures {
   std::optional<double> busy;
 };
 
+// Whether a mode's cost gets the benefit of the doubt (mode_shares): taken `noise_margin`
+// standard errors low it fits `allowed` (the target's allowance less the debt) over all the time
+// but the reference share, and the cost and its error are each within twice the target's
+// allowance. Pure.
+bool given_the_doubt(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
+// The cost the budget charges a mode: taken low where it is given the doubt, else high. Pure.
+double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
 // needed (beside's cost leaves production's time paused), at a quarter of the time beside leaves,
@@ -236,6 +243,11 @@ class ConcurrencyBudget {
 
   ModeMeasures measures() const;
   std::array<double, kRunModes> shares() const;
+  // Whether running in `mode` costs production no more than the target allows, as the budget
+  // charges it (charged_cost; the debt included): the budget then gives it all of production's
+  // time but the reference share, and a window of it that no period measures costs production
+  // nothing beyond the target. Paused always; a mode whose cost is not yet known never.
+  bool fits_target(RunMode mode) const;
   // Whether beside's cost is still being learnt: not yet known, or known from fewer than
   // doubt_samples pairs of periods (the policy then runs shorter periods: learning_period_ms).
   bool learning() const;

@@ -1281,8 +1281,10 @@ DeviceObservation queue_window(uint64_t t, bool production_busy, uint64_t launch
 }
 
 // Production idle: the opportunistic job runs unpaused, whatever the mode of the last busy
-// period, but idle-gated, so that production's first launch holds it at once, and with a short
-// queue of its own work, so that production, back, waits little for what it had queued: 1/64 of
+// period, idle-gated (production's first launch holds it at once) unless that period runs beside
+// at a cost within the target (AReturnIntoBesideIsHeldOnlyWhereBesideFitsTheTarget; here beside
+// costs nothing), and with a short queue of its own work, so that production, back, waits
+// little for what it had queued: 1/64 of
 // production's busy phase, within queue_ms (2) and idle_queue_ms (40). At 1,000 launches per
 // 50 ms window, 1 s phases allow 15.6 ms (313 kernels); 0.1 s phases the least, 2 ms (40).
 // Beside busy production the bound is queue_ms's: 500 launches per window make 20.
@@ -1313,6 +1315,7 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
     };
     const std::string where = "idle_queue_ms " + std::to_string(c.idle_queue_ms) + ", " +
                               std::to_string(c.busy_windows) + " busy windows, ";
+    int idle_phases_released = 0, idle_phases_held = 0;
     for (int phase = 0; phase < 6; ++phase) {
       for (int i = 0; i < c.busy_windows; ++i) {
         const Gate busy = window(true);
@@ -1322,9 +1325,14 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
           EXPECT_EQ(busy.max_in_flight, 20u) << where << "phase " << phase << ", window " << i;
         }
       }
+      bool beside = false;  // the period in progress when production went idle runs beside
       for (int i = 0; i < 10; ++i) {
         const Gate idle = window(false);
-        if (i < 3) continue;  // idle_windows: production counts as idle from the third
+        // idle_windows: production counts as idle from the third; before it, the busy period's
+        // gate (beside: neither paused nor idle-gated).
+        if (i == 2) beside = !idle.paused && !idle.production_idle_only;
+        if (i == 3) ++(idle.production_idle_only ? idle_phases_held : idle_phases_released);
+        if (i < 3) continue;
         // The rate is known from the third window of the first idle phase on.
         if (phase == 0 && i < 5)
           EXPECT_EQ(idle.max_in_flight, 0u) << where << "window " << i;
@@ -1332,12 +1340,62 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
           EXPECT_EQ(idle.max_in_flight, c.idle_bound) << where << "phase " << phase << ", " << i;
         EXPECT_EQ(idle.launches, kUnlimited);
         EXPECT_FALSE(idle.paused);
-        EXPECT_TRUE(idle.production_idle_only) << where << "phase " << phase << ", window " << i;
+        if (!beside) {
+          EXPECT_TRUE(idle.production_idle_only) << where << "phase " << phase << ", " << i;
+        }
       }
     }
-    // A beside period preceded some idle phases.
+    // A beside period preceded some idle phases, and production's return held the job in others
+    // (while beside's cost is learnt).
     if (c.busy_windows >= 20) {
       EXPECT_TRUE(busy_modes.count({false, false})) << where;
+      EXPECT_GT(idle_phases_released, 0) << where;
+    }
+    EXPECT_GT(idle_phases_held, 0) << where;
+  }
+}
+
+// Production's return from idle holds the opportunistic job until the next tick applies the busy
+// period's mode, since that window is not measured. Where the period runs beside at a cost within
+// the target the hold only took the first part of a window from the job (on the H100, S5 gappy
+// resnet50 b8 at 1 s phases, half a window of each return on average): the job is not held
+// there. Where beside is rationed (here it costs production 30 %) it is held at every return.
+TEST(HarvestConcurrency, AReturnIntoBesideIsHeldOnlyWhereBesideFitsTheTarget) {
+  for (const double beside_cost : {0.0, 0.3}) {
+    auto made = make_policy("harvest", {{"concurrency", 1}, {"in_flight", 4}});
+    ASSERT_TRUE(made.policy);
+    uint64_t t = 0;
+    Gate last{.paused = true};
+    auto window = [&](bool production_busy) {
+      const bool beside = !last.paused && !last.production_idle_only;
+      const uint64_t work =
+          !production_busy ? 0 : static_cast<uint64_t>(1000 * (beside ? 1 - beside_cost : 1.0));
+      DeviceObservation d{.now_ns = t++ * 50'000'000ull, .window_ns = 50'000'000};
+      d.jobs.push_back({.job_id = 1,
+                        .job_class = JobClass::production,
+                        .launches = work,
+                        .completed = work,
+                        .in_flight_ns = production_busy ? 50'000'000u : 0u});
+      d.jobs.push_back(
+          {.job_id = 2, .job_class = JobClass::opportunistic, .launches = last.paused ? 0u : 500u});
+      return last = made.policy->decide(d)[1];
+    };
+    int released = 0, held = 0;
+    for (int phase = 0; phase < 20; ++phase) {
+      for (int i = 0; i < 20; ++i) window(true);
+      for (int i = 0; i < 6; ++i) {
+        const Gate idle = window(false);
+        if (i < 3) continue;  // idle_windows: idle from the third
+        EXPECT_FALSE(idle.paused);
+        if (i == 3 && phase >= 10) ++(idle.production_idle_only ? held : released);
+      }
+    }
+    const std::string where = "beside cost " + std::to_string(beside_cost);
+    if (beside_cost == 0) {
+      EXPECT_GT(released, 5) << where;  // beside runs all but the reference share
+    } else {
+      EXPECT_EQ(released, 0) << where;
+      EXPECT_EQ(held, 10) << where;
     }
   }
 }
