@@ -225,6 +225,25 @@ class PerRep(unittest.TestCase):
         # 0.1 s and 0.2 s fall in tenths 2 and 4 of the 0.5 s on-phase, 0.7 s in the off-phase.
         self.assertEqual(per_rep.by_tenth(rows["row"][1], 1.0, 0.5, 0.5), [0, 0, 1, 0, 1, 0, 0, 0, 0, 0])
 
+    def test_the_opportunistic_jobs_whole_on_phases(self):
+        runs = [{"config": "isolated-opp", "rep": 0, "results": {"opp": {"completions": [0.1 * i for i in range(1, 21)]}}},
+                {"config": "isolated-prod", "rep": 0, "results": {"prod": {"completions": [0.5, 1.5]}}},
+                # In the on-phases [0, 0.5) and [1, 1.5): 0.05 (its return), 0.3, 1.2; 0.7 is off.
+                {"config": "row", "rep": 0, "results": {"prod": {"completions": [0.5]},
+                                                        "opp": {"completions": [0.05, 0.3, 0.7, 1.2, 2.5]}}},
+                {"config": "row", "rep": 1, "results": {"opp": {"completions": [0.1]}}}]  # no isolated run
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "S5-raw.json.gz")
+            with gzip.open(path, "wt") as f:
+                json.dump(runs, f)
+            kept = os.path.join(d, "kept.json.gz")
+            per_rep.extract(path, kept)
+            for p in (path, kept):
+                opp = per_rep.production_runs(p, "opp")
+                # Alone it completes 10 per second: 10 in the two windows' 1 s of on-phases; 3 here.
+                self.assertEqual(per_rep.harvest_on(opp, 2.0, 0.5, 0.5), {"row": [0.3]})
+                self.assertEqual(per_rep.production_runs(p)["row"], {0: [0.5]})
+
 
 class S2Tail(unittest.TestCase):
     """tools/bench/s2_tail.py: S2's tail pooled over repetitions and files, and paired by arrivals."""

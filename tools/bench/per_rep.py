@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Production's speed per repetition of an S5 run, each against the isolated run of its own
 repetition, from the harness's raw file (S5-raw.json.gz, run.py) or the extract of it that
-docs/bench-results keeps (callN-PART-prod.json.gz: the same list, production's completions only).
+docs/bench-results keeps (callN-PART-prod.json.gz: the same list, the jobs' completions only;
+production's alone in those of 2026-11-27-s).
 
 The harness's table divides every row's production by the median of the isolated runs. Where
 production's own speed moves between repetitions (a launch-bound job on a shared host ran 111 to
@@ -12,9 +13,13 @@ met a slow repetition. This prints, for each row:
     one after another), and their mean;
   - the same pooled over the repetitions by tenth of the on-phase (completions at each point of
     production's busy phase, folded over every whole on/off period of the window), against the
-    isolated runs': a loss at production's return shows in the first tenths, a steady one in all.
+    isolated runs': a loss at production's return shows in the first tenths, a steady one in all;
+  - the opportunistic job's iterations during production's whole on-phases over its isolated run's
+    in as long, per repetition (the harness's `opp NT (prod on)` reads the on-phases' second halves
+    only, so it misses what production's return costs the job).
+Several files of one part (lanes, calls) are pooled, each repetition paired within its own file.
 
-Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF RAW.json.gz
+Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF RAW.json.gz [RAW.json.gz ...]
        python3 tools/bench/per_rep.py --extract OUT.json.gz RAW.json.gz  # the extract to keep
   e.g. python3 tools/bench/per_rep.py --window 9 --on 2 --off 1 \
          docs/bench-results/2026-11-27-s/call69-rinf32-prod.json.gz
@@ -29,24 +34,29 @@ from scenario_pair import paired_ratios
 TENTHS = 10
 
 
-def production_runs(path):
-    """{row: {repetition: production's completion times}} of a raw file."""
+def production_runs(path, job="prod"):
+    """{row: {repetition: production's completion times}} of a raw file (`job` "opp": the
+    opportunistic job's)."""
     with gzip.open(path, "rt") as f:
         raw = json.load(f)
     rows = {}
     for run in raw:
-        prod = (run.get("results") or {}).get("prod")
-        if prod and "completions" in prod:
-            rows.setdefault(run["config"], {})[run["rep"]] = prod["completions"]
+        results = (run.get("results") or {}).get(job)
+        if results and "completions" in results:
+            rows.setdefault(run["config"], {})[run["rep"]] = results["completions"]
     return rows
 
 
 def extract(path, out):
-    """Writes production's completions of every run in `path` (5 decimals) to `out`."""
-    runs = [{"config": row, "rep": rep, "results": {"prod": {"completions": [round(t, 5) for t in times]}}}
-            for row, reps in production_runs(path).items() for rep, times in reps.items()]
+    """Writes both jobs' completions of every run in `path` (5 decimals) to `out`."""
+    runs = {}
+    for job in ("prod", "opp"):
+        for row, reps in production_runs(path, job).items():
+            for rep, times in reps.items():
+                run = runs.setdefault((row, rep), {"config": row, "rep": rep, "results": {}})
+                run["results"][job] = {"completions": [round(t, 5) for t in times]}
     with gzip.open(out, "wt") as f:
-        json.dump(runs, f, separators=(",", ":"))
+        json.dump(list(runs.values()), f, separators=(",", ":"))
 
 
 def in_window(times, window):
@@ -61,6 +71,38 @@ def paired(rows, window):
         return {rep: len(in_window(t, window)) for rep, t in reps.items()}
     isolated = counts(rows["isolated-prod"])
     return {row: paired_ratios(counts(reps), isolated) for row, reps in rows.items()}
+
+
+def harvest_on(rows, window, on, off):
+    """{row: [the opportunistic job's iterations completed during production's on-phases (whole
+    on-phases, its first windows after production's return included) over what its isolated run
+    of the same repetition completes in as long, per repetition with both]}. The harness's `opp NT
+    (prod on)` reads the second half of the on-phase only (scenario_pair.reaction): it does not
+    see what production's return costs the job."""
+    isolated = rows.get("isolated-opp", {})
+    on_time = sum(min(on, max(0.0, window - start)) for start in _starts(window, on + off))
+    out = {}
+    for row, reps in rows.items():
+        if row == "isolated-opp":
+            continue
+        ratios = []
+        for rep, times in sorted(reps.items()):
+            if rep not in isolated or not on_time:
+                continue
+            rate = len(in_window(isolated[rep], window)) / window
+            got = sum(1 for t in in_window(times, window) if t % (on + off) < on)
+            if rate > 0:
+                ratios.append(got / (rate * on_time))
+        out[row] = ratios
+    return out
+
+
+def _starts(window, period):
+    k, out = 0, []
+    while k * period < window:
+        out.append(k * period)
+        k += 1
+    return out
 
 
 def by_tenth(times, window, on, off):
@@ -78,29 +120,40 @@ def main(argv=None):
     ap.add_argument("--window", type=float, help="the run's window, seconds")
     ap.add_argument("--on", type=float, help="production's on-phase, seconds")
     ap.add_argument("--off", type=float, help="production's off-phase, seconds")
-    ap.add_argument("--extract", metavar="OUT", help="write production's completions to OUT instead")
-    ap.add_argument("raw", help="S5-raw.json.gz")
+    ap.add_argument("--extract", metavar="OUT", help="write both jobs' completions to OUT instead (one raw file)")
+    ap.add_argument("raw", nargs="+", help="S5-raw.json.gz files (or extracts) of one part: several are pooled, "
+                    "each repetition paired within its own file")
     args = ap.parse_args(argv)
     if args.extract:
-        return extract(args.raw, args.extract)
+        if len(args.raw) != 1:
+            ap.error("--extract takes one raw file")
+        return extract(args.raw[0], args.extract)
     if None in (args.window, args.on, args.off):
         ap.error("--window, --on and --off are needed")
-    rows = production_runs(args.raw)
-    isolated = rows.get("isolated-prod")
-    if not isolated:
-        raise SystemExit(f"{args.raw}: no isolated-prod runs")
-    iso_tenths = [sum(c) / len(isolated) for c in
-                  zip(*(by_tenth(t, args.window, args.on, args.off) for t in isolated.values()))]
-    print("| row | per repetition, against its own isolated run | mean | by tenth of the on-phase, "
-          "against the isolated runs |")
-    print("|---|---|---|---|")
-    for row, ratios in paired(rows, args.window).items():
-        reps = rows[row]
-        tenths = [sum(c) / len(reps) for c in
-                  zip(*(by_tenth(t, args.window, args.on, args.off) for t in reps.values()))]
-        profile = " ".join(f"{a / b:.2f}" if b else "–" for a, b in zip(tenths, iso_tenths))
+    production, harvest, tenths, iso_tenths = {}, {}, {}, []
+    for path in args.raw:
+        rows = production_runs(path)
+        isolated = rows.get("isolated-prod")
+        if not isolated:
+            raise SystemExit(f"{path}: no isolated-prod runs")
+        iso_tenths += [by_tenth(t, args.window, args.on, args.off) for t in isolated.values()]
+        for row, ratios in paired(rows, args.window).items():
+            production.setdefault(row, []).extend(ratios)
+            tenths.setdefault(row, []).extend(by_tenth(t, args.window, args.on, args.off) for t in rows[row].values())
+        for row, ratios in harvest_on(production_runs(path, "opp"), args.window, args.on, args.off).items():
+            harvest.setdefault(row, []).extend(ratios)
+    iso_mean = [sum(c) / len(iso_tenths) for c in zip(*iso_tenths)]
+    print("| row | production per repetition, against its own isolated run | mean | by tenth of the "
+          "on-phase, against the isolated runs | opportunistic during the on-phases, per repetition | mean |")
+    print("|---|---|---|---|---|---|")
+    for row, ratios in production.items():
+        mean_tenths = [sum(c) / len(tenths[row]) for c in zip(*tenths[row])]
+        profile = " ".join(f"{a / b:.2f}" if b else "–" for a, b in zip(mean_tenths, iso_mean))
         mean = f"{statistics.fmean(ratios):.3f}" if ratios else "–"
-        print(f"| {row} | {' '.join(f'{r:.2f}' for r in ratios)} | {mean} | {profile} |")
+        opp = harvest.get(row, [])
+        opp_mean = f"{statistics.fmean(opp):.3f}" if opp else "–"
+        print(f"| {row} | {' '.join(f'{r:.2f}' for r in ratios)} | {mean} | {profile} | "
+              f"{' '.join(f'{r:.2f}' for r in opp) or '–'} | {opp_mean} |")
 
 
 if __name__ == "__main__":
