@@ -242,6 +242,10 @@ class PerRep(unittest.TestCase):
                 opp = per_rep.production_runs(p, "opp")
                 # Alone it completes 10 per second: 10 in the two windows' 1 s of on-phases; 3 here.
                 self.assertEqual(per_rep.harvest_on(opp, 2.0, 0.5, 0.5), {"row": [0.3]})
+                # Its first 0.1 s after each on-edge (0.2 s in all): 0.05 alone, of 2.
+                self.assertAlmostEqual(per_rep.harvest_in(opp, 2.0, 0.5, 0.5, 0, 0.1)["row"][0], 0.5)
+                # While production idles (1 s in all): 0.7 alone, of 10.
+                self.assertAlmostEqual(per_rep.harvest_in(opp, 2.0, 0.5, 0.5, 0.5, 1.0)["row"][0], 0.1)
                 self.assertEqual(per_rep.production_runs(p)["row"], {0: [0.5]})
 
 

@@ -19,7 +19,7 @@ met a slow repetition. This prints, for each row:
     only, so it misses what production's return costs the job).
 Several files of one part (lanes, calls) are pooled, each repetition paired within its own file.
 
-Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF RAW.json.gz [RAW.json.gz ...]
+Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF [--span A:B ...] RAW.json.gz [RAW.json.gz ...]
        python3 tools/bench/per_rep.py --extract OUT.json.gz RAW.json.gz  # the extract to keep
   e.g. python3 tools/bench/per_rep.py --window 9 --on 2 --off 1 \
          docs/bench-results/2026-11-27-s/call69-rinf32-prod.json.gz
@@ -79,20 +79,27 @@ def harvest_on(rows, window, on, off):
     of the same repetition completes in as long, per repetition with both]}. The harness's `opp NT
     (prod on)` reads the second half of the on-phase only (scenario_pair.reaction): it does not
     see what production's return costs the job."""
+    return harvest_in(rows, window, on, off, 0.0, on)
+
+
+def harvest_in(rows, window, on, off, start, end):
+    """As harvest_on, over the span [start, end) seconds after each on-edge (e.g. 0 to 0.1: the
+    job's first 0.1 s after production's return; on to on + off: while production idles)."""
     isolated = rows.get("isolated-opp", {})
-    on_time = sum(min(on, max(0.0, window - start)) for start in _starts(window, on + off))
+    period = on + off
+    span_time = sum(max(0.0, min(edge + end, window) - (edge + start)) for edge in _starts(window, period))
     out = {}
     for row, reps in rows.items():
         if row == "isolated-opp":
             continue
         ratios = []
         for rep, times in sorted(reps.items()):
-            if rep not in isolated or not on_time:
+            if rep not in isolated or not span_time:
                 continue
             rate = len(in_window(isolated[rep], window)) / window
-            got = sum(1 for t in in_window(times, window) if t % (on + off) < on)
+            got = sum(1 for t in in_window(times, window) if start <= t % period < end)
             if rate > 0:
-                ratios.append(got / (rate * on_time))
+                ratios.append(got / (rate * span_time))
         out[row] = ratios
     return out
 
@@ -120,6 +127,9 @@ def main(argv=None):
     ap.add_argument("--window", type=float, help="the run's window, seconds")
     ap.add_argument("--on", type=float, help="production's on-phase, seconds")
     ap.add_argument("--off", type=float, help="production's off-phase, seconds")
+    ap.add_argument("--span", action="append", default=[], metavar="A:B",
+                    help="also the opportunistic job over [A, B) seconds after each on-edge, e.g. 0:0.1 "
+                         "(its first 0.1 s after production's return) or 1:2 (a 1 s off-phase); repeatable")
     ap.add_argument("--extract", metavar="OUT", help="write both jobs' completions to OUT instead (one raw file)")
     ap.add_argument("raw", nargs="+", help="S5-raw.json.gz files (or extracts) of one part: several are pooled, "
                     "each repetition paired within its own file")
@@ -130,7 +140,14 @@ def main(argv=None):
         return extract(args.raw[0], args.extract)
     if None in (args.window, args.on, args.off):
         ap.error("--window, --on and --off are needed")
+    try:
+        spans = [tuple(float(x) for x in text.split(":")) for text in args.span]
+    except ValueError:
+        ap.error("--span takes A:B, seconds after the on-edge")
+    if any(len(span) != 2 or not 0 <= span[0] < span[1] for span in spans):
+        ap.error("--span takes A:B with 0 <= A < B")
     production, harvest, tenths, iso_tenths = {}, {}, {}, []
+    in_spans = {span: {} for span in spans}
     for path in args.raw:
         rows = production_runs(path)
         isolated = rows.get("isolated-prod")
@@ -140,8 +157,12 @@ def main(argv=None):
         for row, ratios in paired(rows, args.window).items():
             production.setdefault(row, []).extend(ratios)
             tenths.setdefault(row, []).extend(by_tenth(t, args.window, args.on, args.off) for t in rows[row].values())
-        for row, ratios in harvest_on(production_runs(path, "opp"), args.window, args.on, args.off).items():
+        opportunistic = production_runs(path, "opp")
+        for row, ratios in harvest_on(opportunistic, args.window, args.on, args.off).items():
             harvest.setdefault(row, []).extend(ratios)
+        for span, by_row in in_spans.items():
+            for row, ratios in harvest_in(opportunistic, args.window, args.on, args.off, *span).items():
+                by_row.setdefault(row, []).extend(ratios)
     iso_mean = [sum(c) / len(iso_tenths) for c in zip(*iso_tenths)]
     print("| row | production per repetition, against its own isolated run | mean | by tenth of the "
           "on-phase, against the isolated runs | opportunistic during the on-phases, per repetition | mean |")
@@ -154,6 +175,16 @@ def main(argv=None):
         opp_mean = f"{statistics.fmean(opp):.3f}" if opp else "–"
         print(f"| {row} | {' '.join(f'{r:.2f}' for r in ratios)} | {mean} | {profile} | "
               f"{' '.join(f'{r:.2f}' for r in opp) or '–'} | {opp_mean} |")
+    if spans:
+        print()
+        print("| row | " + " | ".join(f"opportunistic {a:g}–{b:g} s after the on-edge: median (mean)" for a, b in spans) + " |")
+        print("|---|" + "---|" * len(spans))
+        for row in harvest:
+            cells = []
+            for span in spans:
+                v = in_spans[span].get(row, [])
+                cells.append(f"{statistics.median(v):.3f} ({statistics.fmean(v):.3f})" if v else "–")
+            print(f"| {row} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
