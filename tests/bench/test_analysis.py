@@ -192,7 +192,16 @@ class LossByWindow(unittest.TestCase):
         self.assertEqual(out["beside"], [1, 0.25])
         self.assertEqual(out["drain"], [1, 0.125])
         self.assertEqual(out["return"], [1, 0.0])
+        self.assertEqual(out["return-beside"], [0, 0.0])
         self.assertEqual(out["gated"], [1, 0.25])
+
+    def test_a_return_not_held_is_its_own_kind(self):
+        # Idle with a beside gate (not held): the return at 1200 counts as return-beside.
+        lines = [self.tick("(paused)", 1600), self.tick("(paused)", 1600), self.tick("", 1600),
+                 self.tick("", 0, 0), self.tick("", 1200)]
+        busy, out = loss_by_window.losses(loss_by_window.windows(tick_shares.window_text("\n".join(lines))))
+        self.assertEqual(out["return-beside"], [1, 0.25])
+        self.assertEqual(out["return"], [0, 0.0])
 
 
     def test_logs_pool_by_their_row(self):

@@ -8,8 +8,10 @@ writes them) and charges every busy window of production its shortfall against p
 speed alone: the median kernels completed in a *steady paused* window (paused, after a paused
 window, production busy through both). A window's shortfall is its in-flight share less its
 kernels over that median, so a window half-busy at full speed loses nothing. Kinds:
-  - return: production's first busy window after an idle one (the opportunistic job, idle-gated,
-    meets production's return);
+  - return: production's first busy window after an idle one, where the opportunistic job was
+    idle-gated (held at production's first launch until the tick);
+  - return-beside: the same where it was not held (the period production came back to ran beside
+    at a cost within the target: docs/policies.md, "Schedule");
   - beside-first / beside: the first window of a beside run (its settling window: measured by
     no one) and the others;
   - drain: a paused or gated window right after beside (the opportunistic queue drains in it);
@@ -33,7 +35,7 @@ import statistics
 
 from tick_shares import completions, daemon_logs, moded_ticks, window_text
 
-KINDS = ("return", "beside-first", "beside", "drain", "paused", "gated")
+KINDS = ("return", "return-beside", "beside-first", "beside", "drain", "paused", "gated")
 FULL = 0.9  # a steady window: production in flight at least this share of it
 
 
@@ -54,7 +56,7 @@ def kind(entries, i):
     mode = entries[i][0]
     before = entries[i - 1]
     if before[2] == 0:
-        return "return"
+        return "return-beside" if mode == "beside" else "return"
     if mode == "beside":
         return "beside" if before[0] == "beside" else "beside-first"
     return "drain" if before[0] == "beside" else mode
