@@ -508,6 +508,36 @@ TEST(ConcurrencyBudget, AReturnResumesInAModeDueThatRunsTheOpportunisticJobs) {
   EXPECT_GT(resumed, 0);
 }
 
+// fits_target: a mode whose cost, as the shares charge it, fits the target over all of
+// production's time (the harvest policy then does not hold the opportunistic jobs at production's
+// return into it). Paused always; a cost not yet known never.
+TEST(ConcurrencyBudget, AModeFitsTheTargetWhereItsChargedCostIsWithinTheAllowance) {
+  ConcurrencyBudget unknown(settings());
+  EXPECT_TRUE(unknown.fits_target(RunMode::paused));
+  EXPECT_FALSE(unknown.fits_target(RunMode::beside));
+  // Paused and beside in turn, beside 1 % slower: it fits.
+  ConcurrencyBudget cheap(settings());
+  for (int i = 0; i < 8; ++i) {
+    period(cheap, 1, RunMode::paused, 100);
+    period(cheap, 1, RunMode::beside, 99);
+  }
+  EXPECT_TRUE(cheap.fits_target(RunMode::beside));
+  EXPECT_FALSE(cheap.fits_target(RunMode::gated));  // not measured
+  // 20 % slower: it does not.
+  ConcurrencyBudget costly(settings());
+  for (int i = 0; i < 8; ++i) {
+    period(costly, 1, RunMode::paused, 100);
+    period(costly, 1, RunMode::beside, 80);
+  }
+  EXPECT_FALSE(costly.fits_target(RunMode::beside));
+  // Nor a cheap mode while production is owed what a costly one took (the debt): gated 25 %
+  // slower ran a third of these periods.
+  ConcurrencyBudget owed(settings());
+  measure(owed, 1, 100, 75, 99);
+  EXPECT_FALSE(owed.fits_target(RunMode::beside));
+  EXPECT_FALSE(owed.fits_target(RunMode::gated));
+}
+
 TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten) {
   ConcurrencyBudget budget(settings());
   measure(budget, 1, 100, 100, 100);
