@@ -759,12 +759,13 @@ class HarvestPolicy final : public Policy {
         // window is not measured (the first one after production's return is skipped), so the
         // budget cannot see that loss to ration it.
         // Except where the period production comes back to runs beside (resumes_beside): the
-        // tick would only release them again, and the hold took each return's first part of a
-        // window, half of one on average, from the opportunistic jobs. On the H100 (S5 gappy
-        // resnet50 b8, 1 s on and off, 2026-11-27 call 70) the returns in beside periods of one
-        // daemon came 2-3 ms before a tick, in another's 47.7 ms (the phases keep their place
-        // against the ticks within a run): there the job launched 0.01 of a beside window's
-        // kernels in each return's window, about 5 % of each on-phase.
+        // tick would only release them again, and the hold took each return's window up to the
+        // tick, half of one on average, from the opportunistic jobs. On the H100 (S5 gappy
+        // resnet50 b8, 1 s on and off, 2026-11-27 call 70) one daemon's returns came a mean 11 ms
+        // before a tick, another's 48 ms (the phases keep their place against the ticks within a
+        // run): there the job launched almost nothing in each return's window, about 5 % of each
+        // on-phase. Without the hold (calls 73-74, 27 repetitions each way) it got 0.62 of its solo
+        // rate in the on-phases' first 0.1 s instead of 0.48, production 0.960 against 0.967.
         gate.production_idle_only = gating() || released || hold_at_return;
         // The budget compares production's speed per busy second in every mode: the relay must
         // sample its busy time in paused and beside periods too.
