@@ -36,6 +36,11 @@ double charged_high(const ModeCost& c, const ConcurrencySettings& s) {
   return std::max(0.0, c.harm + s.noise_margin * c.error);
 }
 
+// The loss the target allows production, less what it is owed already.
+double allowance(const ConcurrencySettings& s, double debt) {
+  return std::max(0.0, 1 - s.target - debt);
+}
+
 }  // namespace
 
 bool given_the_doubt(const ModeCost& c, const ConcurrencySettings& s, double allowed) {
@@ -262,7 +267,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // over all the time it could get is charged that: a loss the measurements cannot tell from
   // nothing does not throttle. Any other is charged its cost taken high: where throttling is
   // shown to be needed, it errs toward production.
-  const double allowed = std::max(0.0, 1 - settings.target - debt);
+  const double allowed = allowance(settings, debt);
   // While production is owed a loss, a candidate is run for its measurement only as far as the
   // budget allows it anyway (what exploring would spend is still set aside, so that the debt ends
   // as soon as without this rule): exploring it at a cost would add to the debt it repays. On
@@ -441,10 +446,10 @@ std::array<double, kRunModes> ConcurrencyBudget::shares() const {
 }
 
 bool ConcurrencyBudget::fits_target(RunMode mode) const {
-  const ModeMeasures m = measures();
   if (mode == RunMode::paused) return true;
+  const ModeMeasures m = measures();
   if (!m.cost[index(mode)]) return false;
-  const double allowed = std::max(0.0, 1 - settings_.target - loss_debt(ran_, m, settings_));
+  const double allowed = allowance(settings_, loss_debt(ran_, m, settings_));
   return charged_cost(*m.cost[index(mode)], settings_, allowed) <= allowed;
 }
 

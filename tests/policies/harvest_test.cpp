@@ -130,17 +130,16 @@ TEST(Harvest, IsTheRegistrysAndTakesItsParameters) {
 namespace gpushare::policies {
 namespace {
 
-// One 50 ms window of a production job busy `busy` of the time (as the daemon's idle relay
+// One window (50 ms unless given) of a production job busy `busy` of the time (as the daemon's idle relay
 // reports it, in_flight_ns) beside a backlogged opportunistic job.
 DeviceObservation window_with_production_busy(uint64_t now_ns, double busy,
                                               uint64_t window_ns = 50'000'000) {
-  const uint64_t kWindowNs = window_ns;
-  DeviceObservation d{.now_ns = now_ns, .window_ns = kWindowNs};
+  DeviceObservation d{.now_ns = now_ns, .window_ns = window_ns};
   d.jobs.push_back({.job_id = 1,
                     .job_class = JobClass::production,
                     .launches = 100,
                     .completed = 100,
-                    .in_flight_ns = static_cast<uint64_t>(busy * kWindowNs)});
+                    .in_flight_ns = static_cast<uint64_t>(busy * static_cast<double>(window_ns))});
   d.jobs.push_back({.job_id = 2, .job_class = JobClass::opportunistic, .launches = 50,
                     .gate_waits = 10});
   return d;

@@ -14,7 +14,6 @@ separates the noise of the shared windows from the noise of the isolated ones.
 """
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -22,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report  # noqa: E402
-from experiment import spread, throughput  # noqa: E402
+from experiment import read_raw, spread, throughput  # noqa: E402
 
 DEFAULT_METRICS = ("prod_its", "opp_its", "prod_nt", "opp_nt", "total_nt")
 
@@ -61,9 +60,7 @@ def _window_its(json_path):
     """(config, rep) -> {tag: it/s} from the raw file beside a result JSON, and the window."""
     with open(json_path) as f:
         window = json.load(f)["meta"]["window_s"]
-    raw_path = json_path[: -len(".json")] + "-raw.json.gz"
-    with gzip.open(raw_path, "rt") as f:
-        raw = json.load(f)
+    raw = read_raw(json_path[: -len(".json")] + "-raw.json.gz")
     return {(w["config"], w["rep"]): {tag: throughput(r, window, window) for tag, r in w["results"].items()}
             for w in raw if w.get("results")}, window
 

@@ -6,6 +6,8 @@ repetition, so slow drift of the machine spreads over all configurations instead
 one block of them.
 """
 
+import gzip
+import json
 import os
 import random
 import statistics
@@ -104,6 +106,27 @@ class Experiment:
         if self.gpushare:
             self.gpushare.stop()
         self.pool.close()
+
+
+def read_raw(path):
+    """The runs of a raw file (<scenario>-raw.json.gz, run.py) or of an extract of one
+    (write_extract): [{"config", "rep", "results": {job: {...}} or None}]."""
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def write_extract(path, out, keep):
+    """Writes to `out` the runs of the raw file `path` with only the lists `keep` names per job
+    (e.g. {"prod": ["latencies"], "opp": ["completions"]}), each value to 10 us: what an analysis
+    reads of a raw file, the part docs/bench-results keeps."""
+    runs = []
+    for run in read_raw(path):
+        results = run.get("results") or {}
+        kept = {job: {name: [round(x, 5) for x in results[job].get(name, [])] for name in names}
+                for job, names in keep.items() if job in results}
+        runs.append({"config": run["config"], "rep": run["rep"], "results": kept})
+    with gzip.open(out, "wt") as f:
+        json.dump(runs, f, separators=(",", ":"))
 
 
 def throughput(result, task_len, window_s):

@@ -25,10 +25,9 @@ Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF [--span A:B .
          docs/bench-results/2026-11-27-s/call69-rinf32-prod.json.gz
 """
 import argparse
-import gzip
-import json
 import statistics
 
+from experiment import read_raw, write_extract
 from scenario_pair import paired_ratios
 
 TENTHS = 10
@@ -37,10 +36,8 @@ TENTHS = 10
 def production_runs(path, job="prod"):
     """{row: {repetition: production's completion times}} of a raw file (`job` "opp": the
     opportunistic job's)."""
-    with gzip.open(path, "rt") as f:
-        raw = json.load(f)
     rows = {}
-    for run in raw:
+    for run in read_raw(path):
         results = (run.get("results") or {}).get(job)
         if results and "completions" in results:
             rows.setdefault(run["config"], {})[run["rep"]] = results["completions"]
@@ -48,15 +45,8 @@ def production_runs(path, job="prod"):
 
 
 def extract(path, out):
-    """Writes both jobs' completions of every run in `path` (5 decimals) to `out`."""
-    runs = {}
-    for job in ("prod", "opp"):
-        for row, reps in production_runs(path, job).items():
-            for rep, times in reps.items():
-                run = runs.setdefault((row, rep), {"config": row, "rep": rep, "results": {}})
-                run["results"][job] = {"completions": [round(t, 5) for t in times]}
-    with gzip.open(out, "wt") as f:
-        json.dump(list(runs.values()), f, separators=(",", ":"))
+    """Writes both jobs' completions of every run in `path` to `out` (experiment.write_extract)."""
+    write_extract(path, out, {"prod": ["completions"], "opp": ["completions"]})
 
 
 def in_window(times, window):

@@ -18,11 +18,9 @@ Usage: python3 tools/bench/s2_tail.py [--window 4] RAW.json.gz [RAW.json.gz ...]
        python3 tools/bench/s2_tail.py --extract OUT.json.gz RAW.json.gz  # the extract to keep
 """
 import argparse
-import gzip
-import json
 import statistics
 
-from experiment import percentile, throughput
+from experiment import percentile, read_raw, throughput, write_extract
 
 ISOLATED = "isolated-prod"
 
@@ -31,10 +29,8 @@ def runs(path, window):
     """{(row, load): {repetition: (latencies in ms, opportunistic iterations or None)}}, and the
     isolated opportunistic run's iterations by repetition, from one raw file; iterations are
     counted in the window as the harness counts them (experiment.throughput)."""
-    with gzip.open(path, "rt") as f:
-        raw = json.load(f)
     rows, iso_opp = {}, {}
-    for run in raw:
+    for run in read_raw(path):
         results = run.get("results") or {}
         name = run["config"]
         if name == "isolated-opp":
@@ -84,19 +80,7 @@ def table(paths, window=4.0):
 def extract(path, out):
     """Writes what this tool reads of `path` to `out`: production's latencies and the opportunistic
     job's completion times of every run, to 10 us (docs/bench-results keeps these)."""
-    with gzip.open(path, "rt") as f:
-        raw = json.load(f)
-    kept = []
-    for run in raw:
-        results = run.get("results") or {}
-        part = {}
-        if "prod" in results:
-            part["prod"] = {"latencies": [round(x, 5) for x in results["prod"].get("latencies", [])]}
-        if "opp" in results:
-            part["opp"] = {"completions": [round(x, 5) for x in results["opp"].get("completions", [])]}
-        kept.append({"config": run["config"], "rep": run["rep"], "results": part})
-    with gzip.open(out, "wt") as f:
-        json.dump(kept, f, separators=(",", ":"))
+    write_extract(path, out, {"prod": ["latencies"], "opp": ["completions"]})
 
 
 def fmt(v, spec):
