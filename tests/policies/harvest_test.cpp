@@ -130,8 +130,8 @@ TEST(Harvest, IsTheRegistrysAndTakesItsParameters) {
 namespace gpushare::policies {
 namespace {
 
-// One window (50 ms unless given) of a production job busy `busy` of the time (as the daemon's idle relay
-// reports it, in_flight_ns) beside a backlogged opportunistic job.
+// One window (50 ms unless given) of a production job busy `busy` of the time (as the daemon's idle
+// relay reports it, in_flight_ns) beside a backlogged opportunistic job.
 DeviceObservation window_with_production_busy(uint64_t now_ns, double busy,
                                               uint64_t window_ns = 50'000'000) {
   DeviceObservation d{.now_ns = now_ns, .window_ns = window_ns};
