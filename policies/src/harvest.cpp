@@ -110,7 +110,7 @@ const ParameterSpec kParameters[] = {
     {"idle_queue_ms", 16, 0, 1000,
      "with kernel_gating or concurrency: the most each opportunistic job may keep queued while "
      "every production job idles (after idle_windows), so that production, back, meets a short "
-     "queue: 1/64 of production's typical busy phase (it meets the queue once per phase), at "
+     "queue: 1/32 of production's typical busy phase (it meets the queue once per phase), at "
      "least queue_ms (also until a phase is known); 0: no bound there"},
     {"doubt_samples", 8, 3, 16,
      "with concurrency: pairs of adjacent periods a cost taken low (the benefit of the doubt) must "

@@ -40,11 +40,22 @@ uint32_t queue_bound(double kernels_per_s, double queue_ms, uint32_t least);
 // The queue allowed while every production job idles, in ms: production meets it once per busy
 // phase, so it is kept to kReturnShare of production's typical busy phase (its median over the
 // last kBusyPhasesKept), at least `queue_ms` (the bound beside production; also the bound until a
-// phase is known) and at most `most_ms`; 0 where `most_ms` is 0 (no bound while idle). On the
-// H100 (S5, 1 s phases, 2026-11-26) 8 ms cost the opportunistic job 11-15 % of its speed while
-// production idled and 16 ms 3-4 %; a server busy 50 ms at a time (the simulator's idle_gaps
-// trace) kept 0.960 of its speed at 8 ms and 0.933 at 16. Pure.
-inline constexpr double kReturnShare = 1.0 / 64;
+// phase is known) and at most `most_ms`; 0 where `most_ms` is 0 (no bound while idle). Pure.
+//
+// What the queue costs each side, on the H100 (S5, mobilenet_v2 b64 training on MPS at client
+// priority 1, 2026-11-26/27):
+// - the opportunistic job, while production idles: 8 ms cost it 11-15 % of its speed (1 s phases;
+//   and 0.5 s phases, where 1/64 of the phase had left the bound at 8 ms: 0.86 of its solo
+//   speed), 16 ms 3-4 %;
+// - production, in the window of its return, against its steady paused windows
+//   (tools/bench/loss_by_window.py, `return` windows, calls 73-74, 1 s phases, 15.6 ms): a gappy
+//   resnet50 b8 job nothing measurable (under 0.5 ms a return, 445 returns), a transformer
+//   inference server 3-4 ms a return (80 returns), a quarter of the queue.
+// So 1/32 of the phase costs a server like that about 1/128 of its busy time (0.8 %) and gives
+// 0.5 s phases the 16 ms that 1 s phases have; 1/64 (until 2026-11-27) cost it half that and the
+// job a tenth of its idle speed at 0.5 s phases. A server busy 50 ms at a time (the simulator's
+// idle_gaps trace) keeps `queue_ms`: production kept 0.960 of its speed at 8 ms and 0.933 at 16.
+inline constexpr double kReturnShare = 1.0 / 32;
 inline constexpr size_t kBusyPhasesKept = 5;
 double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double most_ms);
 

@@ -1314,9 +1314,10 @@ DeviceObservation queue_window(uint64_t t, bool production_busy, uint64_t launch
 // period, idle-gated (production's first launch holds it at once) unless that period runs beside
 // at a cost within the target (AReturnIntoBesideIsHeldOnlyWhereBesideFitsTheTarget; here beside
 // costs nothing), and with a short queue of its own work, so that production, back, waits
-// little for what it had queued: 1/64 of
+// little for what it had queued: 1/32 of
 // production's busy phase, within queue_ms (2) and idle_queue_ms (40). At 1,000 launches per
-// 50 ms window, 1 s phases allow 15.6 ms (313 kernels); 0.1 s phases the least, 2 ms (40).
+// 50 ms window, 1 s phases allow 31.25 ms (625 kernels); 0.1 s phases the least, 2 ms (40): all
+// six end within production's warm-up (warm_up_ms), so no phase is known.
 // Beside busy production the bound is queue_ms's: 500 launches per window make 20.
 TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
   struct Case {
@@ -1324,13 +1325,16 @@ TEST(HarvestConcurrency, IdleProductionLeavesTheOpportunisticJobAShortQueue) {
     int busy_windows;
     uint32_t idle_bound;
   };
-  for (const Case c : {Case{40, 20, 313}, Case{40, 2, 40}, Case{0, 20, 0}}) {
+  for (const Case c : {Case{40, 20, 625}, Case{40, 2, 40}, Case{0, 20, 0}}) {
     auto made = make_policy("harvest", {{"concurrency", 1},
                                         {"in_flight", 4},
                                         {"idle_queue_ms", c.idle_queue_ms},
                                         {"queue_ms", 2}});
     ASSERT_TRUE(made.policy);
-    EXPECT_EQ(queue_bound(20'000, idle_queue_ms(c.busy_windows * 0.05, 2, c.idle_queue_ms), 4),
+    // Six phases of 2 windows end within the warm-up: no phase is known.
+    const std::optional<double> phase_s =
+        c.busy_windows >= 20 ? std::optional(c.busy_windows * 0.05) : std::nullopt;
+    EXPECT_EQ(queue_bound(20'000, idle_queue_ms(phase_s, 2, c.idle_queue_ms), 4),
               c.idle_bound == 0 ? 4 : c.idle_bound);
     std::set<std::pair<bool, bool>> busy_modes;  // (paused, idle-gated) while production was busy
     uint64_t t = 0;
@@ -1432,8 +1436,8 @@ TEST(HarvestConcurrency, AReturnIntoBesideIsHeldOnlyWhereBesideFitsTheTarget) {
 
 // Production's start-up is not its pattern: busy phases that end while it warms up (warm_up_ms,
 // 750: 15 windows with progress) do not count toward its typical phase. Two phases of 2 windows
-// before 1 s ones would otherwise make the median 0.1 s and the idle bound the least (2 ms,
-// 40 kernels) instead of 1/64 of 1 s (313).
+// before 1 s ones would otherwise make the median 0.1 s and the idle bound 3.1 ms (63 kernels)
+// instead of 1/32 of 1 s (625).
 TEST(HarvestConcurrency, ProductionsStartUpDoesNotSetTheIdleQueue) {
   auto made = make_policy(
       "harvest", {{"concurrency", 1}, {"in_flight", 4}, {"idle_queue_ms", 40}, {"queue_ms", 2}});
@@ -1447,7 +1451,7 @@ TEST(HarvestConcurrency, ProductionsStartUpDoesNotSetTheIdleQueue) {
     Gate idle;
     for (int i = 0; i < 10; ++i) idle = window(false);
     // Before a phase is known: queue_ms's 2 ms (40 kernels).
-    EXPECT_EQ(idle.max_in_flight, busy_windows == 2 ? 40u : 313u) << busy_windows;
+    EXPECT_EQ(idle.max_in_flight, busy_windows == 2 ? 40u : 625u) << busy_windows;
   }
 }
 

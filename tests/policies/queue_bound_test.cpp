@@ -46,14 +46,16 @@ TEST(QueueBound, FollowsTheMedianOfTheRecentWindows) {
   EXPECT_EQ(rate.bound(4, 4), 20u);
 }
 
-// While production idles: 1/64 of its typical busy phase, within queue_ms and the most.
+// While production idles: 1/32 of its typical busy phase, within queue_ms and the most.
 TEST(IdleQueue, IsAShareOfProductionsBusyPhaseWithinTheBounds) {
-  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 8, 16), 15.625);      // S5's 1 s phases
-  EXPECT_DOUBLE_EQ(idle_queue_ms(4.0, 8, 16), 16);          // the most
+  EXPECT_DOUBLE_EQ(idle_queue_ms(0.5, 8, 16), 15.625);      // 0.5 s phases
+  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 8, 16), 16);          // S5's 1 s phases: the most
+  EXPECT_DOUBLE_EQ(idle_queue_ms(0.2, 8, 16), 8);           // 6.25 ms: queue_ms
   EXPECT_DOUBLE_EQ(idle_queue_ms(0.05, 8, 16), 8);          // a server's 50 ms: queue_ms
   EXPECT_DOUBLE_EQ(idle_queue_ms(std::nullopt, 8, 16), 8);  // no phase known yet
   EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 8, 0), 0);            // idle_queue_ms 0: no bound
-  EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 0, 16), 15.625);
+  EXPECT_DOUBLE_EQ(idle_queue_ms(0.5, 0, 16), 15.625);
+  EXPECT_DOUBLE_EQ(idle_queue_ms(0.2, 0, 16), 6.25);
   EXPECT_DOUBLE_EQ(idle_queue_ms(std::nullopt, 0, 16), 0);  // nothing to go by: no bound
   EXPECT_DOUBLE_EQ(idle_queue_ms(1.0, 20, 16), 16);         // the most wins over queue_ms
   EXPECT_DOUBLE_EQ(idle_queue_ms(std::numeric_limits<double>::quiet_NaN(), 8, 16), 8);
