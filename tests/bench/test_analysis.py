@@ -154,7 +154,8 @@ class TickLog(unittest.TestCase):
                  self.tick("", 1250, 50000),           # 25
                  self.tick("", 600, 20000),            # in flight 40 % of the window: left out
                  self.tick("(gated)", 5, 1000, launched=0)]  # production idle
-        busy, idle, last, measured, speeds, states, per_window = tick_shares.analyse("\n".join(lines))
+        busy, idle, last, measured, speeds, states, per_window, first_beside = tick_shares.analyse(
+            "\n".join(lines))
         self.assertEqual(busy, {"paused": 3, "gated": 0, "beside": 3})
         self.assertEqual(states, ["paused"] * 3 + ["beside"] * 3)
         self.assertEqual(tick_shares.early_late(states, 4), ("0.25", "1.00"))
@@ -166,6 +167,21 @@ class TickLog(unittest.TestCase):
         # Kernels per busy window, whatever its in-flight share (each mode's first left out).
         self.assertEqual(per_window, {"paused": [1600, 1500], "gated": [], "beside": [1250, 600]})
         self.assertTrue(measured.startswith("budget gated=0.010"))
+        self.assertEqual(first_beside, "beside=0.070±0.030/970:0.90")
+
+    def test_a_start_up_lasts_until_a_full_window_at_most_of_the_steady_speed(self):
+        climb = [self.tick("(paused)", done, 50000) for done in (50, 400, 1000)]  # 1, 8, 20 /ms
+        steady = [self.tick("(paused)", 1500, 50000)] * 6                        # 30 /ms
+        partial = [self.tick("(paused)", 600, 20000)]                            # 30 /ms, 40 %
+        self.assertEqual(tick_shares.start_up_windows("\n".join(climb + partial + steady)), 4)
+        self.assertIsNone(tick_shares.start_up_windows("\n".join(partial)))
+
+    def test_the_first_beside_reading_is_the_first_with_its_cost_known(self):
+        line = self.tick("(paused)", 1000, 50000)
+        lines = [line.replace("beside=0.070±0.030/970:0.90", "beside=?/?:0.60"),
+                 line.replace("beside=0.070±0.030/970:0.90", "beside=0.225±0.289/456:0.05"), line]
+        self.assertEqual(tick_shares.analyse("\n".join(lines)).first_beside,
+                         "beside=0.225±0.289/456:0.05")
 
 
 class LossByWindow(unittest.TestCase):

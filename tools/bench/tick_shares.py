@@ -9,6 +9,12 @@ call*-logs.tgz in the current folder):
   - the same shares over idle ticks (production launched nothing while an O job was there);
   - the last "budget ..." text of the log (each mode's cost±error/gain:share), and the last one
     whose costs are all measured (no "?");
+  - the first reading of beside's cost (its "beside=cost±error/gain:share" token, the first
+    without "?"): a reading noise made large on a fresh daemon's first pairs of periods is what
+    held the opportunistic job in the gappy runs that harvested little (docs/benchmarks.md §4y);
+  - production's start-up (start_up_windows): its windows with progress before the first one in
+    flight at least 90 % of it at 0.8 of its steady speed (the median speed of such windows in the
+    log's second half); the policy's warm-up counts 15 (warm_up_ms 750);
   - production's speed in each mode: kernels completed per ms it had work in flight, the median
     over windows in flight at least 90 % of the window, leaving out each mode's first window (the
     one the mode changed in). Beside a launch-bound job (2026-11-26, §4m) the budget's costs and
@@ -36,6 +42,7 @@ from typing import NamedTuple, Optional
 TOKEN = re.compile(r"job(\d+):([PO]):(\d+)l/(\d+)w(\S*)")
 WINDOW = re.compile(r" window=(\d+)us")
 SPEED = re.compile(r"/(\d+)c->[^/]*/(\d+)us-busy")
+BESIDE = re.compile(r"beside=\S+")
 
 
 class Tick(NamedTuple):
@@ -130,6 +137,7 @@ class Analysis(NamedTuple):
     speeds: dict      # production's kernels per ms in flight, windows in flight >= 90 %
     busy_states: list  # the mode of each busy tick, in order
     per_window: dict  # production's kernels completed per busy window, whatever its in-flight share
+    first_beside: Optional[str] = None  # the first "beside=..." token with beside's cost known
 
 
 def analyse(text):
@@ -138,11 +146,14 @@ def analyse(text):
     speeds = {"paused": [], "gated": [], "beside": []}
     per_window = {"paused": [], "gated": [], "beside": []}  # kernels completed, every busy window
     previous = None  # the opportunistic gate of the last tick
-    last_budget = last_measured = None
+    last_budget = last_measured = first_beside = None
     for line in text.splitlines():
         b = line.find(" budget ") if " tick device=" in line else -1
         if b >= 0:
             last_budget = line[b + 1:]
+            beside = BESIDE.search(last_budget)
+            if first_beside is None and beside and not beside.group(0).startswith("beside=?"):
+                first_beside = beside.group(0)
             if "?" not in last_budget.split(":")[0] and "?/" not in last_budget and "=?" not in last_budget:
                 last_measured = last_budget
     for tick in ticks(text):
@@ -166,7 +177,24 @@ def analyse(text):
                 speeds[state].append(done / (in_flight_us / 1000))
         previous = state
     busy = {mode: busy_states.count(mode) for mode in ("paused", "gated", "beside")}
-    return Analysis(busy, idle, last_budget, last_measured, speeds, busy_states, per_window)
+    return Analysis(busy, idle, last_budget, last_measured, speeds, busy_states, per_window, first_beside)
+
+
+def start_up_windows(text):
+    """Production's windows with progress before its first full window (in flight at least 90 %
+    of it) at 0.8 of its steady speed: the median kernels per ms in flight of the full windows
+    in the second half of the log. None where there are none."""
+    speeds = []  # (kernels completed, µs in flight, window µs) of each window with progress
+    for tick in ticks(text):
+        speed = completions(tick.production[0]) if len(tick.production) == 1 else None
+        if speed and speed[0] > 0 and tick.window_us:
+            speeds.append((*speed, tick.window_us))
+    full = [done / in_flight for done, in_flight, window in speeds if in_flight >= 0.9 * window]
+    if not full:
+        return None
+    steady = statistics.median(full[len(full) // 2:])
+    return next((i for i, (done, in_flight, window) in enumerate(speeds)
+                 if in_flight >= 0.9 * window and done / in_flight >= 0.8 * steady), None)
 
 
 def early_late(states, early):
@@ -195,13 +223,13 @@ def main(paths):
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
           "| idle ticks | paused / gated / beside (prod idle) | prod kernels/ms paused / gated / beside "
           f"(windows) | prod kernels per busy window paused / gated / beside | beside, first {early} busy "
-          "ticks / after | last budget line "
+          "ticks / after | production's start-up, windows | first beside reading | last budget line "
           "| last fully measured budget |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         for name, text in daemon_logs(path):
-            busy, idle, last, measured, speeds, states, per_window = analyse(
+            busy, idle, last, measured, speeds, states, per_window, first_beside = analyse(
                 window_text(text) if window else text)
             policy = name[len("gpushared-"):-len(".log")]
             nb, sb = shares(busy)
@@ -212,7 +240,8 @@ def main(paths):
             pw = " / ".join(f"{statistics.median(v):.0f} ({len(v)})" if v else "–"
                             for v in (per_window[k] for k in ("paused", "gated", "beside")))
             print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | {pw} | {first} / {after} | "
-                  f"{last or '(none)'} | {measured or '(none)'} |")
+                  f"{start_up_windows(text)} | {first_beside or '(none)'} | {last or '(none)'} | "
+                  f"{measured or '(none)'} |")
 
 
 if __name__ == "__main__":
