@@ -420,11 +420,10 @@ class HarvestPolicy final : public Policy {
     }
     if (!known) return;  // the relay had not sampled yet (its first window)
     gap_busy_ns_ += static_cast<double>(busiest);
-    gap_window_ns_ += static_cast<double>(device.window_ns);
+    gap_window_ns_ += device.window_ns;
     // In whole windows, as every period here (`reached`).
-    if (!reached(static_cast<uint64_t>(gap_window_ns_), control_period_ns_, device.window_ns))
-      return;
-    const bool saturated = gap_busy_ns_ >= gating_busy_limit_ * gap_window_ns_;
+    if (!reached(gap_window_ns_, control_period_ns_, device.window_ns)) return;
+    const bool saturated = gap_busy_ns_ >= gating_busy_limit_ * static_cast<double>(gap_window_ns_);
     gap_busy_ns_ = gap_window_ns_ = 0;
     if (saturated) {
       law_until_ns_ = device.now_ns + gating_retry_ns_;
@@ -804,7 +803,8 @@ class HarvestPolicy final : public Policy {
   double limit_ = kNoLimit;        // opportunistic launches/s while production is busy
   bool gating_ = true;             // with kernel_gating: gating (else the law) while busy
   uint64_t law_until_ns_ = 0;      // the law runs until then, then the gaps are measured again
-  double gap_busy_ns_ = 0, gap_window_ns_ = 0;  // production's busy time in a gated period
+  double gap_busy_ns_ = 0;         // production's busy time in a gated period ...
+  uint64_t gap_window_ns_ = 0;     // ... and the period's time so far
   double unthrottled_rate_ = 0;    // what the class takes unthrottled (launches/s)
   int lift_periods_ = 0;
   bool production_idle_ = true;
