@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "median.h"
@@ -66,13 +67,15 @@ namespace {
 
 // The modes that run the opportunistic jobs: the candidates for the time paused leaves.
 constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
+// The cost plan_shares weighs a mode at that must get no share of the allowance.
+constexpr double kUnaffordable = 1e9;
 
 // The gated and beside shares of production's busy time, within `time` (1 - the reference share)
 // and a loss of `budget`, each mode charged `cost` (index: RunMode) and gaining `gain_g`,
 // `gain_b`; paused gets the rest. Pure.
 std::array<double, kRunModes> plan_shares(const std::array<double, kRunModes>& cost, double gain_g,
                                           double gain_b, double budget, double time,
-                                          double explore_share) {
+                                          const std::array<double, kRunModes>& explore_share) {
   const size_t g = index(RunMode::gated), b = index(RunMode::beside);
   std::array<double, kRunModes> shares{};
   // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b
@@ -115,13 +118,13 @@ std::array<double, kRunModes> plan_shares(const std::array<double, kRunModes>& c
   const bool gated_dominated = shares[b] >= time - 1e-9 && gain_b >= gain_g;
   for (RunMode m : kCandidates) {
     if (m == RunMode::gated && gated_dominated) continue;
-    const double wanted = std::max(0.0, explore_share - shares[index(m)]);
+    const double wanted = std::max(0.0, explore_share[index(m)] - shares[index(m)]);
     if (wanted <= 0) continue;
     const double from_left = std::min(left, wanted);
     left -= from_left;
     const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
     const double from_other =
-        std::min(wanted - from_left, std::max(0.0, shares[other] - explore_share));
+        std::min(wanted - from_left, std::max(0.0, shares[other] - explore_share[other]));
     shares[other] -= from_other;
     shares[index(m)] += from_left + from_other;
   }
@@ -227,6 +230,13 @@ std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                                                                   : in_flight;
 }
 
+double sojourn_factor(double busy, double cost) {
+  busy = std::clamp(busy, 0.0, 1.0);
+  const double left = 1 - busy - std::max(0.0, cost);
+  if (!(left > 0)) return std::numeric_limits<double>::infinity();
+  return (1 - busy) / left;
+}
+
 double learning_share(double period_share, double reference_length) {
   const double paused = period_share * reference_length;
   return paused > 0 ? paused / (paused + 1 - period_share) : 0;
@@ -279,13 +289,27 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   std::array<double, kRunModes> cost{};
   std::array<double, kRunModes> learning{};  // the reference share each mode's reading asks for
   std::array<double, kRunModes> recheck{};   // the least share a contested reading asks for
+  // The least share each candidate is explored at, and the cost the plan weighs it at: a mode
+  // that would stretch a server's requests beyond tail_factor ("A server's tail") is explored at
+  // kTailExploreShare and gets nothing of the allowance.
+  std::array<double, kRunModes> explores{};
+  std::array<double, kRunModes> planned{};
+  const bool server =
+      settings.tail_factor > 0 && measures.busy && *measures.busy < settings.gaps_limit;
   double budget = allowed;
   for (RunMode m : kCandidates) {
     if (!measures.cost[index(m)]) continue;  // gated, not yet needed
     const ModeCost& c = *measures.cost[index(m)];
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
-    cost[index(m)] = charged_cost(c, settings, allowed);
+    cost[index(m)] = planned[index(m)] = charged_cost(c, settings, allowed);
+    explores[index(m)] = explore;
+    if (server && sojourn_factor(*measures.busy, low) > settings.tail_factor) {
+      explores[index(m)] = std::min(explore, kTailExploreShare);
+      planned[index(m)] = kUnaffordable;
+      budget -= explores[index(m)] * cost[index(m)];
+      continue;  // it barely runs: its reading asks for no reference share
+    }
     budget -= settings.explore_share * cost[index(m)];
     // A cost given the doubt on fewer than doubt_samples pairs of periods is measured again the
     // sooner: its error is itself a guess from few pairs. On the H100 beside a saturating
@@ -318,12 +342,12 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   double reference = settings.reference_share;
   for (double r : learning) reference = std::max(reference, r);
   std::array<double, kRunModes> shares =
-      plan_shares(cost, gain_g, gain_b, budget, 1 - reference, explore);
+      plan_shares(planned, gain_g, gain_b, budget, 1 - reference, explores);
   double relied_on = settings.reference_share;
   for (RunMode m : kCandidates)
     if (shares[index(m)] > explore + 1e-9) relied_on = std::max(relied_on, learning[index(m)]);
   if (relied_on < reference)
-    shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, explore);
+    shares = plan_shares(planned, gain_g, gain_b, budget, 1 - relied_on, explores);
   for (RunMode m : kCandidates) {
     const double raise = std::min(std::max(0.0, shares[p] - settings.reference_share),
                                   std::max(0.0, recheck[index(m)] - shares[index(m)]));

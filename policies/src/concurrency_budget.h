@@ -59,6 +59,9 @@ struct ConcurrencySettings {
                                   // (mode_costs, mode_shares: "Robust costs")
   double reference_length = 1;    // a paused period's length over a learning period's (the
                                   // policy's reference_period_ms over learning_period_ms)
+  double tail_factor = 0;         // a server's latency may grow at most this much in any mode
+                                  // it runs beside for more than kTailExploreShare (mode_shares:
+                                  // "A server's tail"); 0: no such bound
 };
 
 // The share of the periods paused while beside's cost is not yet known, and while a cost given
@@ -113,6 +116,23 @@ struct ModeMeasures {
 bool given_the_doubt(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // The cost the budget charges a mode: taken low where it is given the doubt, else high. Pure.
 double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
+// A server's tail. A production job that leaves gaps between its kernels (its paused windows in
+// flight less than gaps_limit of the time: a server between requests) turns a mode's loss of
+// speed into queueing: at utilisation `busy`, a mode that costs `cost` of its speed stretches each
+// request's time in the system by about sojourn_factor(busy, cost) = (1 - busy) / (1 - busy -
+// cost) (an M/M/1 queue's time in the system, 1 / (service rate - arrival rate), before and after;
+// infinite where the mode leaves it less speed than its load). Its p99 follows the requests that
+// meet the mode, so a mode run for more than about 1 % of the time sets it, however small its
+// share of the budget's mean loss. On the H100 (S2, a Poisson transformer_infer_b8 server at loads
+// 0.3 and 0.5 beside transformer training, one GPU, 8 repetitions, 2026-11-27 call 77) beside
+// cost it 27-50 %, in flight 52 % of its paused windows (a factor of 3.7), ran 5-9 % of its busy
+// time on the budget's allowance, and its p99 was 2.3 and 3.3 times isolated's while its p50
+// stayed within 8 and 16 % of it. So, with tail_factor, where production leaves gaps a mode whose
+// cost, taken low by its noise, stretches the server's requests beyond tail_factor gets no share
+// of the allowance, only kTailExploreShare of the time (its cost stays measured, should the
+// server's load fall). Pure.
+double sojourn_factor(double busy, double cost);
+inline constexpr double kTailExploreShare = 0.005;
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
 // needed (beside's cost leaves production's time paused), at a quarter of the time beside leaves,

@@ -137,6 +137,13 @@ const ParameterSpec kParameters[] = {
      "read it within the target's allowance, is rechecked at the share the doubt would pause; 0: "
      "the mean of the differences clipped at a factor of e",
      true},
+    {"tail_factor", 1.2, 0, 100,
+     "with concurrency: where production leaves gaps between its kernels (a server between "
+     "requests: in flight less than gating_busy_limit of its paused windows), no mode that would "
+     "stretch its requests' time by more than this factor (a queue's time at its measured "
+     "utilisation and the mode's cost, taken low) runs more than 0.5 % of its busy time, "
+     "whatever the budget allows: its p99 follows the requests that meet such a mode; 0: no "
+     "such bound"},
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
@@ -259,7 +266,8 @@ class HarvestPolicy final : public Policy {
                  .gaps_limit = p.at("gating_busy_limit"),
                  .throughput_cost = p.at("throughput_cost") != 0,
                  .robust_costs = p.at("robust_costs") != 0,
-                 .reference_length = p.at("reference_period_ms") / p.at("learning_period_ms")}) {}
+                 .reference_length = p.at("reference_period_ms") / p.at("learning_period_ms"),
+                 .tail_factor = p.at("tail_factor")}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {

@@ -194,6 +194,45 @@ TEST(ModeShares, ACostWithinTheNoiseOfTheTargetGetsTheBenefitOfTheDoubt) {
   EXPECT_NEAR(noisy[kBeside], 0.95, 1e-12);
 }
 
+// A server's requests spend 1 / (service rate - arrival rate) in the system: a mode that costs
+// the server `cost` of its speed at utilisation `busy` stretches that by (1 - busy) / (1 - busy -
+// cost), without end where it leaves less speed than the load.
+TEST(SojournFactor, IsTheQueuesTimeAfterOverBefore) {
+  EXPECT_NEAR(sojourn_factor(0.52, 0.35), 0.48 / 0.13, 1e-12);  // S2's transformer server beside
+  EXPECT_NEAR(sojourn_factor(0.35, 0.15), 1.3, 1e-12);
+  EXPECT_DOUBLE_EQ(sojourn_factor(0.5, 0), 1);
+  EXPECT_DOUBLE_EQ(sojourn_factor(0.5, -0.1), 1);  // a mode read faster than paused: no stretch
+  EXPECT_TRUE(std::isinf(sojourn_factor(0.6, 0.4)));
+  EXPECT_TRUE(std::isinf(sojourn_factor(1.5, 0)));  // busy is a share: at most 1
+  EXPECT_DOUBLE_EQ(sojourn_factor(-1, 0.5), 2);     // at least 0
+}
+
+// With tail_factor, a mode that would stretch a server's requests beyond it runs only
+// kTailExploreShare of its busy time, whatever the allowance leaves: on the H100 beside a Poisson
+// transformer server (in flight 52 % of its paused windows) running beside cost 35 % (a factor of
+// 3.7) and got 5-9 % of its busy time, and the server's p99 was 2.3-3.3 times isolated's. Gated,
+// which costs it nothing, takes the time. A training loop (in flight all the time) leaves no gaps
+// and is not a server; a cheap mode is not bounded; without tail_factor nothing is.
+TEST(ModeShares, AServersTailBoundsTheModesThatStretchItsRequests) {
+  ConcurrencySettings tail = settings();
+  tail.tail_factor = 1.2;
+  auto server = [](double busy, ModeCost beside) {
+    ModeMeasures m = measured({.harm = -0.08, .error = 0.05, .samples = 16}, 0.35, beside, 0.75);
+    m.busy = busy;
+    return m;
+  };
+  const ModeCost costly{.harm = 0.35, .error = 0.04, .samples = 16};
+  const auto bounded = mode_shares(server(0.52, costly), tail);
+  EXPECT_NEAR(bounded[kBeside], kTailExploreShare, 1e-9);
+  EXPECT_NEAR(bounded[kGated], 1 - tail.reference_share - kTailExploreShare, 1e-9);
+  EXPECT_GT(mode_shares(server(0.52, costly), settings())[kBeside], 0.05);  // without the bound
+  EXPECT_GT(mode_shares(server(1.0, costly), tail)[kBeside], 0.05);         // no gaps: no server
+  const ModeCost cheap{.harm = 0.03, .error = 0.03, .samples = 16};
+  EXPECT_NEAR(mode_shares(server(0.52, cheap), tail)[kBeside], 1 - tail.reference_share, 1e-9);
+  // While production is owed, nothing is explored, this mode neither.
+  EXPECT_NEAR(mode_shares(server(0.52, costly), tail, 0.01)[kBeside], 0, 1e-9);
+}
+
 // A reading given the doubt on few pairs of periods is measured again the sooner: beside a
 // saturating job on the H100 (true cost about 25 %) the first three pairs read 5.3 % +- 5.7 %.
 // On three pairs of the eight asked for, production is paused about a third of its time (the
@@ -763,6 +802,7 @@ struct Case {
   // windows around them, paused too; "Robust costs").
   double dip_rate = 0;
   bool robust_costs = false;  // the policy's robust_costs
+  double tail_factor = 1.2;   // the policy's tail_factor (its default)
 };
 constexpr double kDipSpeed = 0.25;
 struct Outcome {
@@ -778,7 +818,8 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
                         {"reference_period_ms", c.reference_period_ms},
                         {"warm_up_ms", c.warm_up_ms},
                         {"throughput_cost", c.throughput_cost ? 1 : 0},
-                        {"robust_costs", c.robust_costs ? 1 : 0}};
+                        {"robust_costs", c.robust_costs ? 1 : 0},
+                        {"tail_factor", c.tail_factor}};
   if (c.on_mps) parameters["kernel_gating"] = 1;
   auto made = make_policy("harvest", parameters);
   EXPECT_TRUE(made.policy) << made.error;
@@ -1172,6 +1213,21 @@ TEST(HarvestConcurrency, AServersCostIsReadInItsBusyTime) {
   const Outcome mixed = run_concurrency({0.02, 0.4, 0.3, 0.9, false});
   EXPECT_GE(mixed.production, 0.95 - 0.005);
   EXPECT_GE(mixed.opportunistic, 0.8 * 0.4 * 0.95);  // at least most of gating's whole harvest
+}
+
+// A server at 40 % load (in flight 0.4 of each window) that running beside slows by 30 % (its
+// requests' time stretched 2.0 times) and gating by 2 %: with tail_factor (1.2) beside runs only
+// to be measured, the server loses what gating costs it and gating takes the harvest (production
+// 0.979, the opportunistic job 0.383); without it beside gets what the allowance leaves (0.961,
+// 0.408).
+TEST(HarvestConcurrency, AServersTailKeepsCostlyModesToTheirMeasurement) {
+  Case c{0.02, 0.4, 0.3, 0.9, false};
+  const Outcome bounded = run_concurrency(c);
+  c.tail_factor = 0;
+  const Outcome unbounded = run_concurrency(c);
+  EXPECT_GE(bounded.production, 1 - 0.02 - 0.005);  // gating's 2 %, nearly all the time
+  EXPECT_LT(unbounded.production, bounded.production - 0.01);
+  EXPECT_GE(bounded.opportunistic, 0.8 * 0.4 * 0.95);
 }
 
 // The trace names what the budget's decision rested on: each mode's cost, gain and share.
