@@ -322,6 +322,24 @@ class S2Tail(unittest.TestCase):
         self.assertAlmostEqual(gs["opp_nt"], 0.5)
         self.assertIsNone(iso["opp_nt"])
 
+    def test_from_keeps_the_requests_that_arrived_that_late_in_the_window(self):
+        def run(config, pairs):  # (arrival s, latency s) per request
+            r = self.one(config, 0, [lat for _, lat in pairs])
+            r["results"]["prod"]["completions"] = [at + lat for at, lat in pairs]
+            return r
+        early_slow = [(0.1 * i, 0.050) for i in range(10)]      # 0-0.9 s: 50 ms each
+        late = [(1.0 + 0.1 * i, 0.002) for i in range(20)]      # 1-2.9 s: 2 ms each
+        with tempfile.TemporaryDirectory() as d:
+            path = self.write(d, "a.json.gz", [run("isolated-prod@0.3", late), run("gs@0.3", early_slow + late)])
+            whole = {r["row"]: r for r in s2_tail.table([path])}
+            after = {r["row"]: r for r in s2_tail.table([path], since=1.0)}
+            kept = os.path.join(d, "kept.json.gz")
+            s2_tail.extract(path, kept)
+            self.assertEqual(s2_tail.table([kept], since=1.0), s2_tail.table([path], since=1.0))
+        self.assertEqual((whole["gs"]["n"], after["gs"]["n"]), (30, 20))
+        self.assertGreater(whole["gs"]["p99_x"], 10)
+        self.assertAlmostEqual(after["gs"]["p99_x"], 1.0)
+
 
 class WindowText(unittest.TestCase):
     """tools/bench/tick_shares.py window_text: a daemon log's benchmark window."""

@@ -13,8 +13,12 @@ Poisson arrivals (scenario_pair.run_s2), so this prints, for each load and row:
     (files are kept apart: a repetition of one file is paired only with the same file's);
   - the opportunistic job's throughput over the isolated opportunistic run's (median of the
     repetitions, each against its own repetition's).
+--from S: only the requests that arrived at least S seconds into their window (completion less
+latency). In the harness both jobs idle between windows; on the H100 (2026-11-27, calls 77-78)
+the p99 of every row that shares the GPU came from requests arriving 0.5-1.5 s into the window,
+when the resumed training job ran up to twice its later rate (docs/benchmarks.md §4y).
 
-Usage: python3 tools/bench/s2_tail.py [--window 4] RAW.json.gz [RAW.json.gz ...]
+Usage: python3 tools/bench/s2_tail.py [--window 4] [--from S] RAW.json.gz [RAW.json.gz ...]
        python3 tools/bench/s2_tail.py --extract OUT.json.gz RAW.json.gz  # the extract to keep
 """
 import argparse
@@ -25,10 +29,11 @@ from experiment import percentile, read_raw, throughput, write_extract
 ISOLATED = "isolated-prod"
 
 
-def runs(path, window):
+def runs(path, window, since=0.0):
     """{(row, load): {repetition: (latencies in ms, opportunistic iterations or None)}}, and the
     isolated opportunistic run's iterations by repetition, from one raw file; iterations are
-    counted in the window as the harness counts them (experiment.throughput)."""
+    counted in the window as the harness counts them (experiment.throughput). `since`: only the
+    requests that arrived that many seconds into the window or later."""
     rows, iso_opp = {}, {}
     for run in read_raw(path):
         results = run.get("results") or {}
@@ -40,20 +45,24 @@ def runs(path, window):
         if "@" not in name or "prod" not in results:
             continue
         row, load = name.rsplit("@", 1)
-        lat = [x * 1000 for x in results["prod"].get("latencies", [])]
+        prod = results["prod"]
+        latencies = prod.get("latencies", [])
+        if since > 0:
+            latencies = [x for x, done in zip(latencies, prod.get("completions", [])) if done - x >= since]
+        lat = [x * 1000 for x in latencies]
         opp = throughput(results["opp"], window, window) if "opp" in results else None
         rows.setdefault((row, float(load)), {})[run["rep"]] = (lat, opp)
     return rows, iso_opp
 
 
-def table(paths, window=4.0):
+def table(paths, window=4.0, since=0.0):
     """The rows of the printed table: dicts with row, load, n, p50, p99, p99_x (pooled p99 over
     the isolated rows'), p99_paired (median per-repetition ratio), opp_nt (median)."""
     pooled = {}    # (row, load) -> every latency
     paired = {}    # (row, load) -> per-repetition p99 ratios
     opp_nt = {}    # (row, load) -> per-repetition opportunistic NT
     for path in paths:
-        rows, iso_opp = runs(path, window)
+        rows, iso_opp = runs(path, window, since)
         for (row, load), reps in rows.items():
             iso = rows.get((ISOLATED, load), {})
             for rep, (lat, opp) in reps.items():
@@ -78,9 +87,10 @@ def table(paths, window=4.0):
 
 
 def extract(path, out):
-    """Writes what this tool reads of `path` to `out`: production's latencies and the opportunistic
-    job's completion times of every run, to 10 us (docs/bench-results keeps these)."""
-    write_extract(path, out, {"prod": ["latencies"], "opp": ["completions"]})
+    """Writes what this tool reads of `path` to `out`: production's latencies and completion times
+    and the opportunistic job's completion times of every run, to 10 us (docs/bench-results keeps
+    these)."""
+    write_extract(path, out, {"prod": ["latencies", "completions"], "opp": ["completions"]})
 
 
 def fmt(v, spec):
@@ -91,6 +101,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("raw", nargs="+", help="S2-raw.json.gz files (one per lane or call)")
     ap.add_argument("--window", type=float, default=4.0, help="the runs' window in seconds (gpu_round.sh's S2: 4)")
+    ap.add_argument("--from", dest="since", type=float, default=0.0, metavar="S",
+                    help="only requests arriving at least S seconds into their window")
     ap.add_argument("--extract", metavar="OUT", help="write the extract of the one raw file given to OUT and stop")
     args = ap.parse_args()
     if args.extract:
@@ -100,7 +112,7 @@ def main():
         return
     print("| load | row | requests | p50 ms | p99 ms | p99 × isolated (pooled) | p99 × isolated (paired, median) | reps | opp NT |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for r in table(args.raw, args.window):
+    for r in table(args.raw, args.window, args.since):
         print(f"| {r['load']} | {r['row']} | {r['n']} | {r['p50']:.2f} | {r['p99']:.2f} | {fmt(r['p99_x'], '.2f')}"
               f" | {fmt(r['p99_paired'], '.2f')} | {r['reps']} | {fmt(r['opp_nt'], '.3f')} |")
 
