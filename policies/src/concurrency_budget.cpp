@@ -292,7 +292,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // The least share each candidate is explored at, and the cost the plan weighs it at: a mode
   // that would stretch a server's requests beyond tail_factor ("A server's tail") is explored at
   // kTailExploreShare and gets nothing of the allowance.
-  std::array<double, kRunModes> explores{};
+  std::array<double, kRunModes> explores{explore, explore, explore};
   std::array<double, kRunModes> planned{};
   const bool server =
       settings.tail_factor > 0 && measures.busy && *measures.busy < settings.gaps_limit;
@@ -303,7 +303,6 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
     cost[index(m)] = planned[index(m)] = charged_cost(c, settings, allowed);
-    explores[index(m)] = explore;
     if (server && sojourn_factor(*measures.busy, low) > settings.tail_factor) {
       explores[index(m)] = std::min(explore, kTailExploreShare);
       planned[index(m)] = kUnaffordable;
