@@ -294,7 +294,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   // kTailExploreShare and gets nothing of the allowance.
   std::array<double, kRunModes> explores{explore, explore, explore};
   std::array<double, kRunModes> planned{};
-  const bool server =
+  const bool gaps =
       settings.tail_factor > 0 && measures.busy && *measures.busy < settings.gaps_limit;
   double budget = allowed;
   for (RunMode m : kCandidates) {
@@ -303,7 +303,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
     cost[index(m)] = planned[index(m)] = charged_cost(c, settings, allowed);
-    if (server && sojourn_factor(*measures.busy, low) > settings.tail_factor) {
+    if (gaps && measures.queues[index(m)] &&
+        sojourn_factor(*measures.busy, low) > settings.tail_factor) {
       explores[index(m)] = std::min(explore, kTailExploreShare);
       planned[index(m)] = kUnaffordable;
       budget -= explores[index(m)] * cost[index(m)];
@@ -435,13 +436,13 @@ ModeMeasures ConcurrencyBudget::measures() const {
   for (const auto& [id, series] : series_) {
     const std::array<std::optional<ModeCost>, kRunModes> in_flight =
         mode_costs(series.differences, settings_.robust_costs);
-    std::array<std::optional<ModeCost>, kRunModes> throughput{};
-    if (settings_.throughput_cost)
-      throughput = mode_costs(series.throughput_differences, settings_.robust_costs);
+    const std::array<std::optional<ModeCost>, kRunModes> work =
+        mode_costs(series.throughput_differences, settings_.robust_costs);
     for (RunMode m : {RunMode::gated, RunMode::beside}) {
       // The worst over the production jobs; a job not yet measured in this mode leaves it unknown.
       const std::optional<ModeCost> cost =
-          job_cost(in_flight[index(m)], throughput[index(m)], settings_);
+          job_cost(in_flight[index(m)], settings_.throughput_cost ? work[index(m)] : std::nullopt,
+                   settings_);
       std::optional<ModeCost>& worst = result.cost[index(m)];
       if (!cost) unknown[index(m)] = true;
       if (unknown[index(m)]) {
@@ -449,8 +450,12 @@ ModeMeasures ConcurrencyBudget::measures() const {
         continue;
       }
       const double margin = settings_.noise_margin;  // the worst as mode_shares will read it
-      if (!worst || cost->harm + margin * cost->error > worst->harm + margin * worst->error)
+      if (!worst || cost->harm + margin * cost->error > worst->harm + margin * worst->error) {
         worst = cost;
+        result.queues[index(m)] =
+            !work[index(m)] || charged_low(*work[index(m)], settings_) <
+                                   kQueuedShare * charged_low(*in_flight[index(m)], settings_);
+      }
     }
   }
   for (RunMode m : {RunMode::gated, RunMode::beside})

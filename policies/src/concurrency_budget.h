@@ -107,7 +107,17 @@ struct ModeMeasures {
   // median of recent paused windows; none: not measured yet). Gated runs the opportunistic jobs
   // only while no production job has work in flight: near 1, it has nothing to run in.
   std::optional<double> busy;
+  // Per mode: whether the costliest production job took the mode's loss as queueing rather than
+  // as lost work (or that is not known yet): its throughput (kernels per window of its busy time),
+  // taken low, fell by less than kQueuedShare of what its speed in flight, taken low, fell. An
+  // open-loop server does the work its requests bring, only later: on the H100 (S2's transformer
+  // server, call 77) its kernels per busy window were 464-568 beside and 416-768 paused while its
+  // speed in flight fell from about 20 to 12 kernels per ms. A closed loop loses the work itself,
+  // gaps between its kernels or not (a launch-bound job, CPU work between steps): no queue for a
+  // mode to stretch ("A server's tail").
+  std::array<bool, kRunModes> queues{};
 };
+inline constexpr double kQueuedShare = 0.5;
 
 // Whether a mode's cost gets the benefit of the doubt (mode_shares): taken `noise_margin`
 // standard errors low it fits `allowed` (the target's allowance less the debt) over all the time
@@ -117,20 +127,21 @@ bool given_the_doubt(const ModeCost& cost, const ConcurrencySettings& settings, 
 // The cost the budget charges a mode: taken low where it is given the doubt, else high. Pure.
 double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // A server's tail. A production job that leaves gaps between its kernels (its paused windows in
-// flight less than gaps_limit of the time: a server between requests) turns a mode's loss of
-// speed into queueing: at utilisation `busy`, a mode that costs `cost` of its speed stretches each
-// request's time in the system by about sojourn_factor(busy, cost) = (1 - busy) / (1 - busy -
-// cost) (an M/M/1 queue's time in the system, 1 / (service rate - arrival rate), before and after;
-// infinite where the mode leaves it less speed than its load). Its p99 follows the requests that
-// meet the mode, so a mode run for more than about 1 % of the time sets it, however small its
-// share of the budget's mean loss. On the H100 (S2, a Poisson transformer_infer_b8 server at loads
-// 0.3 and 0.5 beside transformer training, one GPU, 8 repetitions, 2026-11-27 call 77) beside
-// cost it 27-50 %, in flight 52 % of its paused windows (a factor of 3.7), ran 5-9 % of its busy
-// time on the budget's allowance, and its p99 was 2.3 and 3.3 times isolated's while its p50
-// stayed within 8 and 16 % of it. So, with tail_factor, where production leaves gaps a mode whose
-// cost, taken low by its noise, stretches the server's requests beyond tail_factor gets no share
-// of the allowance, only kTailExploreShare of the time (its cost stays measured, should the
-// server's load fall). Pure.
+// flight less than gaps_limit of the time: a server between requests) and does the same work in
+// every mode (ModeMeasures::queues: an open loop) turns a mode's loss of speed into queueing: at
+// utilisation `busy`, a mode that costs `cost` of its speed stretches each request's time in the
+// system by about sojourn_factor(busy, cost) = (1 - busy) / (1 - busy - cost) (an M/M/1 queue's
+// time in the system, 1 / (service rate - arrival rate), before and after; infinite where the mode
+// leaves it less speed than its load). Its p99 follows the requests that meet the mode, so a mode
+// run for more than about 1 % of the time sets it, however small its share of the budget's mean
+// loss. On the H100 (S2, a Poisson transformer_infer_b8 server at loads 0.3 and 0.5 beside
+// transformer training, one GPU, 8 repetitions, 2026-11-27 call 77) beside cost it 27-50 %, in
+// flight 52 % of its paused windows (a factor of 3.7), ran 5-9 % of its busy time on the budget's
+// allowance, and its p99 was 2.3 and 3.3 times isolated's while its p50 stayed within 8 and 16 % of
+// it. So, with tail_factor, where production leaves gaps and queues a mode's loss, a mode whose
+// cost, taken low by its noise, stretches the server's requests beyond tail_factor gets no share of
+// the allowance, only kTailExploreShare of the time (its cost stays measured, should the server's
+// load fall). Pure.
 double sojourn_factor(double busy, double cost);
 inline constexpr double kTailExploreShare = 0.005;
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.

@@ -212,13 +212,15 @@ TEST(SojournFactor, IsTheQueuesTimeAfterOverBefore) {
 // transformer server (in flight 52 % of its paused windows) running beside cost 35 % (a factor of
 // 3.7) and got 5-9 % of its busy time, and the server's p99 was 2.3-3.3 times isolated's. Gated,
 // which costs it nothing, takes the time. A training loop (in flight all the time) leaves no gaps
-// and is not a server; a cheap mode is not bounded; without tail_factor nothing is.
+// and is not a server, nor is a closed loop with gaps whose loss is lost work (queues false); a
+// cheap mode is not bounded; without tail_factor nothing is.
 TEST(ModeShares, AServersTailBoundsTheModesThatStretchItsRequests) {
   ConcurrencySettings tail = settings();
   tail.tail_factor = 1.2;
-  auto server = [](double busy, ModeCost beside) {
+  auto server = [](double busy, ModeCost beside, bool queues = true) {
     ModeMeasures m = measured({.harm = -0.08, .error = 0.05, .samples = 16}, 0.35, beside, 0.75);
     m.busy = busy;
+    m.queues = {queues, queues, queues};
     return m;
   };
   const ModeCost costly{.harm = 0.35, .error = 0.04, .samples = 16};
@@ -227,6 +229,8 @@ TEST(ModeShares, AServersTailBoundsTheModesThatStretchItsRequests) {
   EXPECT_NEAR(bounded[kGated], 1 - tail.reference_share - kTailExploreShare, 1e-9);
   EXPECT_GT(mode_shares(server(0.52, costly), settings())[kBeside], 0.05);  // without the bound
   EXPECT_GT(mode_shares(server(1.0, costly), tail)[kBeside], 0.05);         // no gaps: no server
+  // Gaps, but the loss is lost work, not queueing (a launch-bound closed loop): no server either.
+  EXPECT_GT(mode_shares(server(0.52, costly, false), tail)[kBeside], 0.05);
   const ModeCost cheap{.harm = 0.03, .error = 0.03, .samples = 16};
   EXPECT_NEAR(mode_shares(server(0.52, cheap), tail)[kBeside], 1 - tail.reference_share, 1e-9);
   // While production is owed, nothing is explored, this mode neither.
@@ -647,6 +651,35 @@ TEST(ConcurrencyBudget, ACostOnTheCpuSideCountsWithThroughputCost) {
   EXPECT_NEAR(throughput_cost->harm, 0.1, 0.02);
   EXPECT_GT(in_flight_share, 0.9);
   EXPECT_LT(throughput_share, 0.6);
+}
+
+// Whether production queues a mode's loss (ModeMeasures::queues): a server does the work its
+// requests bring in every mode, in more busy time where it is slowed (its throughput, kernels per
+// window, unchanged); a closed loop with the same gaps does less work in the same busy time.
+TEST(ConcurrencyBudget, AServerQueuesAModesLossAClosedLoopLosesTheWork) {
+  auto run = [](bool server) {
+    ConcurrencyBudget budget(settings());
+    for (int i = 0; i < 12; ++i) {
+      const bool beside = i % 2 == 1;
+      const double noise = 1 + 0.02 * ((i * 7) % 5 - 2);  // deterministic, a few percent
+      const double window_ns = 50e6;
+      // Solo: 20 kernels per ms in flight, half of each window in flight; beside 30 % slower.
+      const double speed = (beside ? 0.7 : 1.0) * 20 * noise;
+      const double busy_ns = server && beside ? 0.5 * window_ns / 0.7 : 0.5 * window_ns;
+      const RunMode mode = beside ? RunMode::beside : RunMode::paused;
+      for (int w = 0; w < 3; ++w)
+        budget.record_speed(1, mode, speed * busy_ns / 1e6, busy_ns, window_ns);
+      budget.next_period(mode);
+    }
+    const ModeMeasures m = budget.measures();
+    EXPECT_TRUE(m.cost[kBeside]);
+    if (m.cost[kBeside]) {
+      EXPECT_NEAR(m.cost[kBeside]->harm, 0.3, 0.03) << server;
+    }
+    return m.queues[kBeside];
+  };
+  EXPECT_TRUE(run(true));
+  EXPECT_FALSE(run(false));
 }
 
 // A job in flight all of every window reads the same cost either way.
@@ -1228,6 +1261,19 @@ TEST(HarvestConcurrency, AServersTailKeepsCostlyModesToTheirMeasurement) {
   EXPECT_GE(bounded.production, 1 - 0.02 - 0.005);  // gating's 2 %, nearly all the time
   EXPECT_LT(unbounded.production, bounded.production - 0.01);
   EXPECT_GE(bounded.opportunistic, 0.8 * 0.4 * 0.95);
+}
+
+// A launch-bound closed loop (in flight 0.65 of each window, CPU work between its kernels) that
+// running beside slows by 20 %: it leaves gaps, but it loses the work itself and has no queue,
+// so the tail bound leaves its schedule as it was (ModeMeasures::queues).
+TEST(HarvestConcurrency, AClosedLoopWithGapsIsNotAServer) {
+  Case c{0.02, 0.3, 0.2, 0.9};
+  c.in_flight_share = 0.65;
+  const Outcome bounded = run_concurrency(c);
+  c.tail_factor = 0;
+  const Outcome unbounded = run_concurrency(c);
+  EXPECT_DOUBLE_EQ(bounded.production, unbounded.production);
+  EXPECT_DOUBLE_EQ(bounded.opportunistic, unbounded.opportunistic);
 }
 
 // The trace names what the budget's decision rested on: each mode's cost, gain and share.
