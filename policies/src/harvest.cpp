@@ -138,12 +138,12 @@ const ParameterSpec kParameters[] = {
      "the mean of the differences clipped at a factor of e",
      true},
     {"tail_factor", 1.2, 0, 100,
-     "with concurrency: where production leaves gaps between its kernels (a server between "
-     "requests: in flight less than gating_busy_limit of its paused windows), no mode that would "
-     "stretch its requests' time by more than this factor (a queue's time at its measured "
-     "utilisation and the mode's cost, taken low) runs more than 0.5 % of its busy time, "
-     "whatever the budget allows: its p99 follows the requests that meet such a mode; 0: no "
-     "such bound"},
+     "with concurrency: where production is a server (in flight less than gating_busy_limit of "
+     "its paused windows, and doing the same work in every mode: a mode's loss becomes "
+     "queueing), no mode that would stretch its requests' time by more than this factor (a "
+     "queue's time at its measured utilisation and the mode's cost, taken low) runs more than "
+     "0.5 % of its busy time, whatever the budget allows: its p99 follows the requests that meet "
+     "such a mode; 0: no such bound"},
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
