@@ -141,7 +141,7 @@ const ParameterSpec kParameters[] = {
      "with concurrency: where production is a server (in flight less than gating_busy_limit of "
      "its paused windows, and doing the same work in every mode: a mode's loss becomes "
      "queueing), no mode that would stretch its requests' time by more than this factor (a "
-     "queue's time at its measured utilisation and the mode's cost, taken low) runs more than "
+     "queue's time at its measured utilisation and the mode's estimated cost) runs more than "
      "0.5 % of its busy time, whatever the budget allows: its p99 follows the requests that meet "
      "such a mode; 0: no such bound"},
     {"warm_up_ms", 750, 0, 600'000,
