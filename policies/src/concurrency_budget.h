@@ -139,9 +139,10 @@ double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, d
 // flight 52 % of its paused windows (a factor of 3.7), ran 5-9 % of its busy time on the budget's
 // allowance, and its p99 was 2.3 and 3.3 times isolated's while its p50 stayed within 8 and 16 % of
 // it. So, with tail_factor, where production leaves gaps and queues a mode's loss, a mode whose
-// cost, taken low by its noise, stretches the server's requests beyond tail_factor gets no share of
-// the allowance, only kTailExploreShare of the time (its cost stays measured, should the server's
-// load fall). Pure.
+// cost, read at its estimate (a cost read too low costs a server's p99 far more than its mean, so
+// the benefit of the doubt does not apply), stretches the server's requests beyond tail_factor gets
+// no share of the allowance, only kTailExploreShare of the time (its cost stays measured, should
+// the server's load fall). Pure.
 double sojourn_factor(double busy, double cost);
 inline constexpr double kTailExploreShare = 0.005;
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
