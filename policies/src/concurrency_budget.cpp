@@ -237,6 +237,12 @@ double sojourn_factor(double busy, double cost) {
   return (1 - busy) / left;
 }
 
+bool brief_exposure(const std::optional<double>& busy, double gaps_limit,
+                    const std::optional<double>& latest_effect) {
+  if (busy && *busy >= gaps_limit) return false;
+  return !latest_effect || *latest_effect <= std::log(1 - kClearCost);
+}
+
 double learning_share(double period_share, double reference_length) {
   const double paused = period_share * reference_length;
   return paused > 0 ? paused / (paused + 1 - period_share) : 0;
@@ -465,8 +471,7 @@ ModeMeasures ConcurrencyBudget::measures() const {
   for (RunMode m : {RunMode::gated, RunMode::beside})
     if (gains_[index(m)].size() >= kMinCostSamples)
       result.gain[index(m)] = moments(gains_[index(m)]).mean;
-  if (paused_busy_.size() >= kMinCostSamples)
-    result.busy = median(paused_busy_.begin(), paused_busy_.end());
+  result.busy = paused_busy();
   result.cost[index(RunMode::paused)] = ModeCost{};
   result.gain[index(RunMode::paused)] = 0.0;
   return result;
@@ -499,12 +504,40 @@ RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
   // The finished period is charged its length, and each mode credited its share of it; the
   // next is the mode furthest behind its share (ties, within rounding: the first, paused).
   credit_[index(finished)] -= length;
+  // Where the finished mode may not run again, the next is the one furthest behind its share
+  // among those that have one (paused, which may be ahead of its share, where none other has).
+  const bool again = !brief(finished);
   size_t best = 0;
   for (size_t m = 0; m < kRunModes; ++m) {
     credit_[m] += share[m] * length;
+    if (!again && (m == index(finished) || !(share[m] > 0))) continue;
     if (credit_[m] > credit_[best] + 1e-9) best = m;
   }
+  if (!again) credit_[index(finished)] = std::min(credit_[index(finished)], 1.0);
   return static_cast<RunMode>(best);
+}
+
+std::optional<double> ConcurrencyBudget::paused_busy() const {
+  if (paused_busy_.size() < kMinCostSamples) return std::nullopt;
+  return median(paused_busy_.begin(), paused_busy_.end());
+}
+
+bool ConcurrencyBudget::brief(RunMode mode) const {
+  if (mode == RunMode::paused) return false;
+  const size_t pair = mode == RunMode::gated ? kPairPausedGated : kPairPausedBeside;
+  // Until the median rests on kMinCostSamples paused windows, the latest: one paused window tells
+  // a server (in flight about half of it) from a loop that keeps the GPU busy, and spares such a
+  // loop's first pair the noise of one window a side.
+  std::optional<double> busy = paused_busy();
+  if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
+  if (series_.empty()) return brief_exposure(busy, settings_.gaps_limit, std::nullopt);
+  for (const auto& [id, series] : series_) {
+    const std::deque<double>& direct = series.differences[pair];
+    if (brief_exposure(busy, settings_.gaps_limit,
+                       direct.empty() ? std::nullopt : std::optional<double>(direct.back())))
+      return true;
+  }
+  return false;
 }
 
 RunMode ConcurrencyBudget::resume_mode(RunMode current) const {

@@ -205,6 +205,27 @@ inline constexpr size_t kMinCostSamples = 3;
 // learning periods (4-5 windows) cost production 2-3 % of the benchmark window's busy time.
 inline constexpr size_t kClearCostSamples = 2;
 inline constexpr double kClearCost = 0.25;
+// A costly mode's exposure. A server queues a mode's loss (sojourn_factor), and its queue grows
+// for as long as the mode runs unbroken. On the H100 (S2, the transformer server beside
+// transformer training, 2026-11-27 call 78) every request of a fresh daemon's first window that
+// took over 1.2 times isolated's p99 met one of beside's two learning periods (150 ms each,
+// beside costing it about 50 %), up to 53 ms against 9 ms; its windows after the learning met the
+// p99 at load 0.3. In an M/M/1 model of that server (loads 0.3 and 0.5, a mode costing 35-50 % run
+// for two periods after the warm-up, 4 s windows) the p99 was 1.17-2.03 times isolated's with
+// periods of 150 ms, 1.12-1.39 with 100 ms and 1.05-1.13 with 50 ms. So where production may be
+// a server (its paused windows in flight less than gaps_limit of the time, or not yet measured:
+// `busy`), a mode whose latest direct pair against paused, for some production job, read a clear
+// cost (the log of its speed over paused's, `latest_effect`, at most log(1 - kClearCost)), or
+// that has no such pair yet, runs one window at a time (brief): entered from paused without a
+// settling window (nothing of the opportunistic jobs is queued there; its first kernels' ramp-up
+// falls in the measured window, which errs by a few of its milliseconds) and never twice in a
+// row. Where a pair reads it cheaper, or production keeps the GPU busy (a closed loop has no queue
+// to grow, and one window a side is a noisier pair: in the model of a saturating job with +-30 %
+// noise per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915 instead of
+// 0.963), its periods are as long as the others'. Pure.
+bool brief_exposure(const std::optional<double>& busy, double gaps_limit,
+                    const std::optional<double>& latest_effect);
+
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.
 inline constexpr double kMaxDifference = 1.0;
@@ -286,7 +307,12 @@ class ConcurrencyBudget {
   // Ends the current period, run in `finished` for `length` (over a period of the other modes:
   // a paused period is shorter), and returns the mode of the next: each mode's periods make up
   // its share of the time, spread evenly (smooth weighted round robin, weighted by length).
+  // A brief mode (brief_exposure) is not run twice in a row: its credit beyond one period is
+  // forgone, so that it does not run longer later to make up for it.
   RunMode next_period(RunMode finished, double length = 1);
+  // Whether `mode` runs one window at a time (brief_exposure, worst over the production jobs;
+  // paused never).
+  bool brief(RunMode mode) const;
   // The mode of the first period after production's return from a long idle (`current`: the
   // period's mode before it): where it is paused and a mode that runs the opportunistic jobs is
   // due too (behind its share), that mode. Production's first measured windows after a return are
@@ -314,6 +340,7 @@ class ConcurrencyBudget {
     PairedDifferences throughput_differences;        // of the throughput
   };
   void add(std::deque<double>& samples, double value) const;
+  std::optional<double> paused_busy() const;  // ModeMeasures::busy
   void close_period(Series& series, RunMode finished);
 
   ConcurrencySettings settings_;

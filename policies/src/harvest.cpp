@@ -517,11 +517,15 @@ class HarvestPolicy final : public Policy {
     // in concurrency_budget.h; after production's return ConcurrencyBudget::resume_mode keeps its
     // least steady windows out of the reference where it can). No period ends on a window it does
     // not measure.
+    // A mode read as clearly costly runs one measured window at a time (brief_exposure: a server
+    // queues its loss for as long as it runs), or its period's length where no window of it is
+    // measured (no opportunistic demand).
+    const bool brief = budget_.brief(mode_);
     const uint64_t period_length =
         mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
     const bool settling = settling_windows_ > 0;
     if (settling) --settling_windows_;
-    const bool period_over = !settling && reached(period_ns_, period_length, device.window_ns);
+    bool period_over = !settling && reached(period_ns_, period_length, device.window_ns);
     // A window in which no opportunistic job wanted to run says nothing of what a mode costs
     // production or gains the opportunistic jobs: it is not measured. Gains of 0 read while the
     // opportunistic job idled by its own choice (starting up or warming up while production ran)
@@ -536,6 +540,7 @@ class HarvestPolicy final : public Policy {
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
     std::optional<double> busiest;  // the busiest measured production job's in-flight share
+    bool recorded = false;          // some production job's window went to the budget
     warming_ = false;
     for (const JobObservation& job : device.jobs) {
       if (job.job_class == JobClass::opportunistic) {
@@ -559,6 +564,9 @@ class HarvestPolicy final : public Policy {
       if (job.in_flight_ns && device.window_ns > 0)
         busiest = std::max(busiest.value_or(0.0), static_cast<double>(*job.in_flight_ns) /
                                                       static_cast<double>(device.window_ns));
+      // A window of an idle job (before idle_windows declare it so) says nothing.
+      recorded = recorded || (production_[job.job_id].window_progress > 0 &&
+                              job.in_flight_ns.value_or(device.window_ns) > 0);
       budget_.record_speed(job.job_id, mode_,
                            static_cast<double>(production_[job.job_id].window_progress),
                            static_cast<double>(job.in_flight_ns.value_or(device.window_ns)),
@@ -568,7 +576,7 @@ class HarvestPolicy final : public Policy {
     if (busiest) budget_.record_busy(mode_, *busiest);
     budget_.retain(alive);
     std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
-    if (!period_over) return;
+    if (brief && recorded && !warming_) period_over = true;
     if (warming_) {
       // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
       // waits with them, for warm_up_ms of its busy time. Beside instead (no throttle) cost
@@ -576,17 +584,25 @@ class HarvestPolicy final : public Policy {
       // transformer_infer_b8 1 s on and off, fresh daemons, 2026-11-26) beside cost it 41 %, the
       // warm-up fell in the benchmark's window, and production kept 0.757 (0.902 with the paused
       // warm-up of 1.5 s and the learning of the build before). Gated costs a saturating job 25 %.
+      // Every warming window, not only at a period's end: the warm-up's windows do not count
+      // toward the first paused period after it, which then ends on a window it measures (its
+      // busy share tells a server before beside first runs: brief_exposure).
       period_ns_ = 0;
       if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
       mode_ = RunMode::paused;
       return;
     }
+    if (!period_over) return;
     // The period's length in periods of the others (a paused one is shorter), for the budget's
     // shares of production's time.
     const RunMode next =
         budget_.next_period(mode_, in_windows(period_ns_, device.window_ns) /
                                        period_windows(busy_period_ns(), device.window_ns));
-    if (next != mode_) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
+    // A brief mode is measured from its first window where nothing or little of the
+    // opportunistic jobs was queued before it: after paused, or gated (the in-flight bound, run
+    // in production's gaps); beside's queue (queue_ms) would spill into it.
+    const bool at_once = mode_ != RunMode::beside && budget_.brief(next);
+    if (next != mode_ && !at_once) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
     mode_ = next;
     period_ns_ = 0;
   }
