@@ -237,10 +237,14 @@ double sojourn_factor(double busy, double cost) {
   return (1 - busy) / left;
 }
 
-bool brief_exposure(const std::optional<double>& busy, double gaps_limit,
+bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
+                    const ConcurrencySettings& settings,
                     const std::optional<double>& latest_effect) {
-  if (busy && *busy >= gaps_limit) return false;
-  return !latest_effect || *latest_effect <= std::log(1 - kClearCost);
+  if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit) || (queues && !*queues))
+    return false;
+  if (!latest_effect) return true;
+  const double cost = 1 - std::exp(*latest_effect);
+  return busy ? sojourn_factor(*busy, cost) > settings.tail_factor : cost >= kClearCost;
 }
 
 double learning_share(double period_share, double reference_length) {
@@ -530,10 +534,13 @@ bool ConcurrencyBudget::brief(RunMode mode) const {
   // loop's first pair the noise of one window a side.
   std::optional<double> busy = paused_busy();
   if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
-  if (series_.empty()) return brief_exposure(busy, settings_.gaps_limit, std::nullopt);
+  // Whether production queues the mode's loss, once its cost is known (ModeMeasures::queues).
+  std::optional<bool> queues;
+  if (const ModeMeasures m = measures(); m.cost[index(mode)]) queues = m.queues[index(mode)];
+  if (series_.empty()) return brief_exposure(busy, queues, settings_, std::nullopt);
   for (const auto& [id, series] : series_) {
     const std::deque<double>& direct = series.differences[pair];
-    if (brief_exposure(busy, settings_.gaps_limit,
+    if (brief_exposure(busy, queues, settings_,
                        direct.empty() ? std::nullopt : std::optional<double>(direct.back())))
       return true;
   }

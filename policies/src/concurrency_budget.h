@@ -213,17 +213,24 @@ inline constexpr double kClearCost = 0.25;
 // p99 at load 0.3. In an M/M/1 model of that server (loads 0.3 and 0.5, a mode costing 35-50 % run
 // for two periods after the warm-up, 4 s windows) the p99 was 1.17-2.03 times isolated's with
 // periods of 150 ms, 1.12-1.39 with 100 ms and 1.05-1.13 with 50 ms. So where production may be
-// a server (its paused windows in flight less than gaps_limit of the time, or not yet measured:
-// `busy`), a mode whose latest direct pair against paused, for some production job, read a clear
-// cost (the log of its speed over paused's, `latest_effect`, at most log(1 - kClearCost)), or
-// that has no such pair yet, runs one window at a time (brief): entered from paused without a
-// settling window (nothing of the opportunistic jobs is queued there; its first kernels' ramp-up
-// falls in the measured window, which errs by a few of its milliseconds) and never twice in a
-// row. Where a pair reads it cheaper, or production keeps the GPU busy (a closed loop has no queue
-// to grow, and one window a side is a noisier pair: in the model of a saturating job with +-30 %
-// noise per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915 instead of
-// 0.963), its periods are as long as the others'. Pure.
-bool brief_exposure(const std::optional<double>& busy, double gaps_limit,
+// a server (`busy`, its paused windows' in-flight share, below gaps_limit, or not yet measured;
+// and `queues`, whether it queues the mode's loss (ModeMeasures::queues), true or not yet known),
+// a mode runs one window at a time (brief) while it has no direct pair against paused yet, or
+// while its latest one (for some production job; `latest_effect`, the log of its speed over
+// paused's) read a cost that would stretch the server's requests beyond tail_factor
+// (sojourn_factor at `busy`; with busy unknown, a clear cost, kClearCost; with no tail_factor,
+// never: it protects the tail, as the bound does):
+// entered from paused without a settling window (nothing of the opportunistic jobs is queued
+// there; its first kernels' ramp-up falls in the measured window, which errs by a few of its
+// milliseconds) and never twice in a row. On the H100 (call 82) the clear cost alone let beside's
+// second learning period run three windows: its pair read 25 % against 36 % before it, where at
+// the server's utilisation (0.55) any cost over 7.5 % stretches its requests beyond 1.2. Where
+// the pair reads it cheaper, or production keeps the GPU busy or loses the work itself (a closed
+// loop has no queue to grow, and one window a side is a noisier pair: in the model of a saturating
+// job with +-30 % noise per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915
+// instead of 0.963 when it applied there too), its periods are as long as the others'. Pure.
+bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
+                    const ConcurrencySettings& settings,
                     const std::optional<double>& latest_effect);
 
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other

@@ -208,19 +208,41 @@ TEST(SojournFactor, IsTheQueuesTimeAfterOverBefore) {
 }
 
 // A mode runs one window at a time where production may be a server (busy unknown or below
-// gaps_limit) and the mode's latest direct pair read a clear cost (kClearCost) or there is none;
-// a loop that keeps the GPU busy, or a cheap reading, keeps the periods long.
-TEST(BriefExposure, IsForAClearCostWhereProductionMayBeAServer) {
-  const double clear = std::log(1 - kClearCost), cheap = std::log(0.9);
-  EXPECT_TRUE(brief_exposure(std::nullopt, 0.9, std::nullopt));  // nothing known yet
-  EXPECT_TRUE(brief_exposure(0.52, 0.9, std::nullopt));          // a server, no pair yet
-  EXPECT_TRUE(brief_exposure(0.52, 0.9, clear));
-  EXPECT_TRUE(brief_exposure(0.52, 0.9, std::log(0.5)));  // S2's server beside: about 50 %
-  EXPECT_FALSE(brief_exposure(0.52, 0.9, cheap));
-  EXPECT_FALSE(brief_exposure(0.52, 0.9, clear + 1e-9));
-  EXPECT_FALSE(brief_exposure(std::nullopt, 0.9, cheap));
-  EXPECT_FALSE(brief_exposure(0.99, 0.9, std::nullopt));  // a loop in flight all the time
-  EXPECT_FALSE(brief_exposure(0.9, 0.9, std::log(0.5)));
+// gaps_limit) and the mode has no direct pair yet, or its latest one read a cost that would
+// stretch the server's requests beyond tail_factor (without busy: a clear cost,
+// kClearCost); a loop that keeps the GPU busy or loses the work itself, a cheap reading, or no
+// tail_factor keep the periods long.
+TEST(BriefExposure, IsForACostThatStretchesAServersRequests) {
+  ConcurrencySettings s = settings();
+  s.tail_factor = 1.2;
+  const double clear = std::log(1 - kClearCost);
+  EXPECT_TRUE(brief_exposure(std::nullopt, std::nullopt, s, std::nullopt));  // nothing known yet
+  EXPECT_TRUE(brief_exposure(0.52, std::nullopt, s, std::nullopt));  // a server, no pair yet
+  EXPECT_TRUE(
+      brief_exposure(0.52, std::nullopt, s, std::log(0.5)));  // S2's server beside: about 50 %
+  // At utilisation 0.55 a cost beyond 0.45 x (1 - 1 / 1.2) = 7.5 % stretches it beyond 1.2:
+  // call 82's second pair (25 %) did.
+  EXPECT_TRUE(brief_exposure(0.55, std::nullopt, s, std::log(0.75)));
+  EXPECT_TRUE(brief_exposure(0.55, std::nullopt, s, std::log(0.92)));
+  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(0.93)));
+  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(1.05)));  // read faster than paused
+  // A lightly loaded server has more room: at 0.2, 13 %.
+  EXPECT_FALSE(brief_exposure(0.2, std::nullopt, s, std::log(0.88)));
+  EXPECT_TRUE(brief_exposure(0.2, std::nullopt, s, std::log(0.86)));
+  // Busy unknown: a clear cost.
+  EXPECT_TRUE(brief_exposure(std::nullopt, std::nullopt, s, clear));
+  EXPECT_FALSE(brief_exposure(std::nullopt, std::nullopt, s, clear + 1e-9));
+  // No tail_factor: never (it is the tail's protection, as the bound is).
+  s.tail_factor = 0;
+  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(0.5)));
+  EXPECT_FALSE(brief_exposure(std::nullopt, std::nullopt, s, std::nullopt));
+  s.tail_factor = 1.2;
+  // A closed loop with gaps, known to lose the work rather than queue it: never.
+  EXPECT_FALSE(brief_exposure(0.55, false, s, std::log(0.5)));
+  EXPECT_TRUE(brief_exposure(0.55, true, s, std::log(0.5)));
+  // A loop in flight all its paused windows: never.
+  EXPECT_FALSE(brief_exposure(0.99, std::nullopt, s, std::nullopt));
+  EXPECT_FALSE(brief_exposure(0.9, std::nullopt, s, std::log(0.5)));
 }
 
 // With tail_factor, a mode that would stretch a server's requests beyond it runs only
@@ -451,41 +473,57 @@ void period(ConcurrencyBudget& budget, uint64_t job, RunMode mode, double work) 
   budget.next_period(mode);
 }
 
-// A server (in flight half of its paused windows) that running beside slows by 40 %: beside runs
-// one window at a time and never twice in a row, however far behind its share, and each of its
-// periods is set against the paused one before it. A cheap pair lets beside run on; a loop in
-// flight all the time keeps its periods long whatever they cost.
+// A server (in flight half of its paused windows, the same work in every mode) that running
+// beside slows by 40 %: beside runs one window at a time and never twice in a row, however far
+// behind its share, and each of its periods is set against the paused one before it. A cheap
+// pair lets beside run on. A closed loop with the same gaps, which loses the work itself, and a
+// loop in flight all the time keep their periods long once the cost is known.
 TEST(ConcurrencyBudget, AClearCostToAServerIsRunOneWindowAtATime) {
-  ConcurrencyBudget budget(settings());
-  auto paused = [&](double busy) {
-    budget.record_busy(RunMode::paused, busy);
-    period(budget, 1, RunMode::paused, 1000);
+  ConcurrencySettings s = settings();
+  s.tail_factor = 1.2;
+  // One window of `mode`, at `speed` in flight (solo: 1000 per second); a server does 500 a
+  // window whatever its speed (in flight longer when slowed), a closed loop is in flight
+  // `in_flight` of it and does less.
+  auto window = [](ConcurrencyBudget& b, RunMode mode, double speed, bool server,
+                   double in_flight) {
+    if (mode == RunMode::paused) b.record_busy(mode, in_flight);
+    const double busy_s = server ? 500 / speed : in_flight;
+    b.record_speed(1, mode, speed * busy_s, busy_s * 1e9, 1e9);
   };
-  paused(0.5);
-  EXPECT_TRUE(budget.brief(RunMode::beside));  // no pair yet
-  EXPECT_FALSE(budget.brief(RunMode::paused));
+  ConcurrencyBudget server(s);
+  window(server, RunMode::paused, 1000, true, 0.5);
+  server.next_period(RunMode::paused);
+  EXPECT_TRUE(server.brief(RunMode::beside));  // no pair yet
+  EXPECT_FALSE(server.brief(RunMode::paused));
   for (int i = 0; i < 6; ++i) {
-    budget.record_speed(1, RunMode::beside, 600, 1e9);
+    window(server, RunMode::beside, 600, true, 0.5);
     // Learning, beside is due 0.6 of the time: after its short period it is still behind.
-    EXPECT_EQ(budget.next_period(RunMode::beside, 1.0 / 3), RunMode::paused) << i;
-    EXPECT_TRUE(budget.brief(RunMode::beside)) << i;
-    paused(0.5);
+    EXPECT_EQ(server.next_period(RunMode::beside, 1.0 / 3), RunMode::paused) << i;
+    EXPECT_TRUE(server.brief(RunMode::beside)) << i;
+    window(server, RunMode::paused, 1000, true, 0.5);
+    server.next_period(RunMode::paused);
   }
-  ASSERT_TRUE(budget.measures().cost[kBeside]);
-  EXPECT_NEAR(budget.measures().cost[kBeside]->harm, 0.4, 1e-9);
+  const ModeMeasures m = server.measures();
+  ASSERT_TRUE(m.cost[kBeside]);
+  EXPECT_NEAR(m.cost[kBeside]->harm, 0.4, 1e-9);
+  EXPECT_TRUE(m.queues[kBeside]);
   // A cheap pair: beside may run again at once.
-  budget.record_speed(1, RunMode::beside, 950, 1e9);
-  const RunMode after_cheap = budget.next_period(RunMode::beside, 1.0 / 3);
-  EXPECT_FALSE(budget.brief(RunMode::beside));
+  window(server, RunMode::beside, 950, true, 0.5);
+  const RunMode after_cheap = server.next_period(RunMode::beside, 1.0 / 3);
+  EXPECT_FALSE(server.brief(RunMode::beside));
   EXPECT_NE(after_cheap, RunMode::gated);  // gated has no share while beside is learnt
-  // A loop in flight all the time: long periods, whatever the cost.
-  ConcurrencyBudget loop(settings());
-  for (int i = 0; i < 4; ++i) {
-    loop.record_busy(RunMode::paused, 1.0);
-    period(loop, 1, RunMode::paused, 1000);
-    period(loop, 1, RunMode::beside, 600);
+  for (const auto& [in_flight, what] : {std::pair{0.5, "a closed loop with gaps"},
+                                        std::pair{1.0, "a loop in flight all the time"}}) {
+    ConcurrencyBudget loop(s);
+    for (int i = 0; i < 4; ++i) {
+      window(loop, RunMode::paused, 1000, false, in_flight);
+      loop.next_period(RunMode::paused);
+      window(loop, RunMode::beside, 600, false, in_flight);
+      loop.next_period(RunMode::beside);
+    }
+    ASSERT_TRUE(loop.measures().cost[kBeside]) << what;
+    EXPECT_FALSE(loop.brief(RunMode::beside)) << what;
   }
-  EXPECT_FALSE(loop.brief(RunMode::beside));
 }
 
 void measure(ConcurrencyBudget& budget, uint64_t job, double paused, double gated,
@@ -1348,15 +1386,19 @@ TEST(HarvestConcurrency, AServerMeetsACostlyModeOneWindowAtATime) {
 
 // A launch-bound closed loop (in flight 0.65 of each window, CPU work between its kernels) that
 // running beside slows by 20 %: it leaves gaps, but it loses the work itself and has no queue,
-// so the tail bound leaves its schedule as it was (ModeMeasures::queues).
+// so the tail bound leaves its schedule as it was (ModeMeasures::queues). (Not exactly: until
+// beside's cost is known, whether the loop queues it is not, and beside's learning periods are
+// brief, brief_exposure, where tail_factor is set: over 40 seeds production kept 0.955 instead of
+// 0.953, the opportunistic job 0.365 instead of 0.375. Without the queues condition it got 0.289
+// instead of 0.396.)
 TEST(HarvestConcurrency, AClosedLoopWithGapsIsNotAServer) {
   Case c{0.02, 0.3, 0.2, 0.9};
   c.in_flight_share = 0.65;
   const Outcome bounded = run_concurrency(c);
   c.tail_factor = 0;
   const Outcome unbounded = run_concurrency(c);
-  EXPECT_DOUBLE_EQ(bounded.production, unbounded.production);
-  EXPECT_DOUBLE_EQ(bounded.opportunistic, unbounded.opportunistic);
+  EXPECT_NEAR(bounded.production, unbounded.production, 0.005);
+  EXPECT_NEAR(bounded.opportunistic, unbounded.opportunistic, 0.03);
 }
 
 // The trace names what the budget's decision rested on: each mode's cost, gain and share.
