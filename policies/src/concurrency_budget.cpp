@@ -238,13 +238,11 @@ double sojourn_factor(double busy, double cost) {
 }
 
 bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
-                    const ConcurrencySettings& settings,
-                    const std::optional<double>& latest_effect) {
+                    const ConcurrencySettings& settings, const std::optional<double>& cost) {
   if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit) || (queues && !*queues))
     return false;
-  if (!latest_effect) return true;
-  const double cost = 1 - std::exp(*latest_effect);
-  return busy ? sojourn_factor(*busy, cost) > settings.tail_factor : cost >= kClearCost;
+  if (!cost) return true;
+  return busy ? sojourn_factor(*busy, *cost) > settings.tail_factor : *cost >= kClearCost;
 }
 
 double learning_share(double period_share, double reference_length) {
@@ -528,23 +526,15 @@ std::optional<double> ConcurrencyBudget::paused_busy() const {
 
 bool ConcurrencyBudget::brief(RunMode mode) const {
   if (mode == RunMode::paused) return false;
-  const size_t pair = mode == RunMode::gated ? kPairPausedGated : kPairPausedBeside;
   // Until the median rests on kMinCostSamples paused windows, the latest: one paused window tells
   // a server (in flight about half of it) from a loop that keeps the GPU busy, and spares such a
-  // loop's first pair the noise of one window a side.
+  // loop's first pairs the noise of one window a side.
   std::optional<double> busy = paused_busy();
   if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
-  // Whether production queues the mode's loss, once its cost is known (ModeMeasures::queues).
-  std::optional<bool> queues;
-  if (const ModeMeasures m = measures(); m.cost[index(mode)]) queues = m.queues[index(mode)];
-  if (series_.empty()) return brief_exposure(busy, queues, settings_, std::nullopt);
-  for (const auto& [id, series] : series_) {
-    const std::deque<double>& direct = series.differences[pair];
-    if (brief_exposure(busy, queues, settings_,
-                       direct.empty() ? std::nullopt : std::optional<double>(direct.back())))
-      return true;
-  }
-  return false;
+  const ModeMeasures m = measures();
+  const std::optional<ModeCost>& cost = m.cost[index(mode)];
+  return brief_exposure(busy, cost ? std::optional<bool>(m.queues[index(mode)]) : std::nullopt,
+                        settings_, cost ? std::optional<double>(cost->harm) : std::nullopt);
 }
 
 RunMode ConcurrencyBudget::resume_mode(RunMode current) const {

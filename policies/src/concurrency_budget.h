@@ -215,23 +215,22 @@ inline constexpr double kClearCost = 0.25;
 // periods of 150 ms, 1.12-1.39 with 100 ms and 1.05-1.13 with 50 ms. So where production may be
 // a server (`busy`, its paused windows' in-flight share, below gaps_limit, or not yet measured;
 // and `queues`, whether it queues the mode's loss (ModeMeasures::queues), true or not yet known),
-// a mode runs one window at a time (brief) while it has no direct pair against paused yet, or
-// while its latest one (for some production job; `latest_effect`, the log of its speed over
-// paused's) read a cost that would stretch the server's requests beyond tail_factor
-// (sojourn_factor at `busy`; with busy unknown, a clear cost, kClearCost; with no tail_factor,
-// never: it protects the tail, as the bound does):
-// entered from paused without a settling window (nothing of the opportunistic jobs is queued
-// there; its first kernels' ramp-up falls in the measured window, which errs by a few of its
-// milliseconds) and never twice in a row. On the H100 (call 82) the clear cost alone let beside's
-// second learning period run three windows: its pair read 25 % against 36 % before it, where at
-// the server's utilisation (0.55) any cost over 7.5 % stretches its requests beyond 1.2. Where
-// the pair reads it cheaper, or production keeps the GPU busy or loses the work itself (a closed
-// loop has no queue to grow, and one window a side is a noisier pair: in the model of a saturating
-// job with +-30 % noise per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915
-// instead of 0.963 when it applied there too), its periods are as long as the others'. Pure.
+// a mode runs one window at a time (brief) while its cost is not yet known (`cost`: the budget's
+// estimate, worst over the production jobs), and where the estimate would stretch the server's
+// requests beyond tail_factor (sojourn_factor at `busy`; with busy unknown, a clear cost,
+// kClearCost; with no tail_factor, never: it protects the tail, as the bound does): entered from
+// paused without a settling window (nothing of the opportunistic jobs is queued there; its first
+// kernels' ramp-up falls in the measured window, which errs by a few of its milliseconds) and
+// never twice in a row. Not on the latest pair alone: on the H100 (calls 82-83) the transformer
+// server's speed in flight spread about 20 % from one window to the next, its pairs of one window
+// a side read beside's cost at 25 % after 36 % (call 82) and below what stretches its requests
+// (call 83), and each time beside's next learning period ran three windows. Where the estimate is
+// cheaper, or production keeps the GPU busy or loses the work itself (a closed loop has no queue to
+// grow, and one window a side is a noisier pair: in the model of a saturating job with +-30 % noise
+// per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915 instead of 0.963 when
+// it applied there too), its periods are as long as the others'. Pure.
 bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
-                    const ConcurrencySettings& settings,
-                    const std::optional<double>& latest_effect);
+                    const ConcurrencySettings& settings, const std::optional<double>& cost);
 
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.

@@ -208,41 +208,38 @@ TEST(SojournFactor, IsTheQueuesTimeAfterOverBefore) {
 }
 
 // A mode runs one window at a time where production may be a server (busy unknown or below
-// gaps_limit) and the mode has no direct pair yet, or its latest one read a cost that would
-// stretch the server's requests beyond tail_factor (without busy: a clear cost,
-// kClearCost); a loop that keeps the GPU busy or loses the work itself, a cheap reading, or no
-// tail_factor keep the periods long.
+// gaps_limit, not known to lose the work) while its cost is unknown, or where the estimate would
+// stretch the server's requests beyond tail_factor (without busy: a clear cost, kClearCost); a
+// loop that keeps the GPU busy or loses the work itself, a cheap estimate, or no tail_factor keep
+// the periods long.
 TEST(BriefExposure, IsForACostThatStretchesAServersRequests) {
   ConcurrencySettings s = settings();
   s.tail_factor = 1.2;
-  const double clear = std::log(1 - kClearCost);
-  EXPECT_TRUE(brief_exposure(std::nullopt, std::nullopt, s, std::nullopt));  // nothing known yet
-  EXPECT_TRUE(brief_exposure(0.52, std::nullopt, s, std::nullopt));  // a server, no pair yet
-  EXPECT_TRUE(
-      brief_exposure(0.52, std::nullopt, s, std::log(0.5)));  // S2's server beside: about 50 %
+  const auto none = std::nullopt;
+  EXPECT_TRUE(brief_exposure(none, none, s, none));  // nothing known yet
+  EXPECT_TRUE(brief_exposure(0.52, none, s, none));  // a server, its cost not yet known
+  EXPECT_TRUE(brief_exposure(0.52, true, s, 0.5));   // S2's server beside: about 50 %
   // At utilisation 0.55 a cost beyond 0.45 x (1 - 1 / 1.2) = 7.5 % stretches it beyond 1.2:
-  // call 82's second pair (25 %) did.
-  EXPECT_TRUE(brief_exposure(0.55, std::nullopt, s, std::log(0.75)));
-  EXPECT_TRUE(brief_exposure(0.55, std::nullopt, s, std::log(0.92)));
-  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(0.93)));
-  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(1.05)));  // read faster than paused
+  // call 82's beside (about 30 %) does.
+  EXPECT_TRUE(brief_exposure(0.55, true, s, 0.3));
+  EXPECT_TRUE(brief_exposure(0.55, true, s, 0.08));
+  EXPECT_FALSE(brief_exposure(0.55, true, s, 0.07));
+  EXPECT_FALSE(brief_exposure(0.55, true, s, -0.05));  // read faster than paused
   // A lightly loaded server has more room: at 0.2, 13 %.
-  EXPECT_FALSE(brief_exposure(0.2, std::nullopt, s, std::log(0.88)));
-  EXPECT_TRUE(brief_exposure(0.2, std::nullopt, s, std::log(0.86)));
+  EXPECT_FALSE(brief_exposure(0.2, true, s, 0.12));
+  EXPECT_TRUE(brief_exposure(0.2, true, s, 0.14));
   // Busy unknown: a clear cost.
-  EXPECT_TRUE(brief_exposure(std::nullopt, std::nullopt, s, clear));
-  EXPECT_FALSE(brief_exposure(std::nullopt, std::nullopt, s, clear + 1e-9));
+  EXPECT_TRUE(brief_exposure(none, true, s, kClearCost));
+  EXPECT_FALSE(brief_exposure(none, true, s, kClearCost - 1e-9));
+  // A closed loop with gaps, known to lose the work rather than queue it: never.
+  EXPECT_FALSE(brief_exposure(0.55, false, s, 0.5));
+  // A loop in flight all its paused windows: never.
+  EXPECT_FALSE(brief_exposure(0.99, none, s, none));
+  EXPECT_FALSE(brief_exposure(0.9, true, s, 0.5));
   // No tail_factor: never (it is the tail's protection, as the bound is).
   s.tail_factor = 0;
-  EXPECT_FALSE(brief_exposure(0.55, std::nullopt, s, std::log(0.5)));
-  EXPECT_FALSE(brief_exposure(std::nullopt, std::nullopt, s, std::nullopt));
-  s.tail_factor = 1.2;
-  // A closed loop with gaps, known to lose the work rather than queue it: never.
-  EXPECT_FALSE(brief_exposure(0.55, false, s, std::log(0.5)));
-  EXPECT_TRUE(brief_exposure(0.55, true, s, std::log(0.5)));
-  // A loop in flight all its paused windows: never.
-  EXPECT_FALSE(brief_exposure(0.99, std::nullopt, s, std::nullopt));
-  EXPECT_FALSE(brief_exposure(0.9, std::nullopt, s, std::log(0.5)));
+  EXPECT_FALSE(brief_exposure(0.55, true, s, 0.5));
+  EXPECT_FALSE(brief_exposure(none, none, s, none));
 }
 
 // With tail_factor, a mode that would stretch a server's requests beyond it runs only
@@ -475,10 +472,11 @@ void period(ConcurrencyBudget& budget, uint64_t job, RunMode mode, double work) 
 
 // A server (in flight half of its paused windows, the same work in every mode) that running
 // beside slows by 40 %: beside runs one window at a time and never twice in a row, however far
-// behind its share, and each of its periods is set against the paused one before it. A cheap
-// pair lets beside run on. A closed loop with the same gaps, which loses the work itself, and a
-// loop in flight all the time keep their periods long once the cost is known.
-TEST(ConcurrencyBudget, AClearCostToAServerIsRunOneWindowAtATime) {
+// behind its share, each of its periods set against the paused one before it, while its cost is
+// learnt and once it is known. A server that beside slows by 5 % meets it one window at a time
+// only until its cost is known. A closed loop with the same gaps, which loses the work itself,
+// and a loop in flight all the time keep their periods long once the cost is known.
+TEST(ConcurrencyBudget, ACostlyModeMeetsAServerOneWindowAtATime) {
   ConcurrencySettings s = settings();
   s.tail_factor = 1.2;
   // One window of `mode`, at `speed` in flight (solo: 1000 per second); a server does 500 a
@@ -490,28 +488,29 @@ TEST(ConcurrencyBudget, AClearCostToAServerIsRunOneWindowAtATime) {
     const double busy_s = server ? 500 / speed : in_flight;
     b.record_speed(1, mode, speed * busy_s, busy_s * 1e9, 1e9);
   };
-  ConcurrencyBudget server(s);
-  window(server, RunMode::paused, 1000, true, 0.5);
-  server.next_period(RunMode::paused);
-  EXPECT_TRUE(server.brief(RunMode::beside));  // no pair yet
-  EXPECT_FALSE(server.brief(RunMode::paused));
-  for (int i = 0; i < 6; ++i) {
-    window(server, RunMode::beside, 600, true, 0.5);
-    // Learning, beside is due 0.6 of the time: after its short period it is still behind.
-    EXPECT_EQ(server.next_period(RunMode::beside, 1.0 / 3), RunMode::paused) << i;
-    EXPECT_TRUE(server.brief(RunMode::beside)) << i;
+  for (const double beside_speed : {600.0, 950.0}) {
+    ConcurrencyBudget server(s);
     window(server, RunMode::paused, 1000, true, 0.5);
     server.next_period(RunMode::paused);
+    EXPECT_TRUE(server.brief(RunMode::beside));  // its cost not yet known
+    EXPECT_FALSE(server.brief(RunMode::paused));
+    for (int i = 0; i < 6; ++i) {
+      window(server, RunMode::beside, beside_speed, true, 0.5);
+      // Learning, beside is due 0.6 of the time: after its short period it is still behind.
+      const RunMode next = server.next_period(RunMode::beside, 1.0 / 3);
+      const bool known = server.measures().cost[kBeside].has_value();
+      if (beside_speed < 900 || !known) {
+        EXPECT_EQ(next, RunMode::paused) << beside_speed << " " << i;
+      }
+      window(server, RunMode::paused, 1000, true, 0.5);
+      server.next_period(RunMode::paused);
+    }
+    const ModeMeasures m = server.measures();
+    ASSERT_TRUE(m.cost[kBeside]);
+    EXPECT_NEAR(m.cost[kBeside]->harm, 1 - beside_speed / 1000, 1e-9);
+    EXPECT_TRUE(m.queues[kBeside]);
+    EXPECT_EQ(server.brief(RunMode::beside), beside_speed < 900) << beside_speed;
   }
-  const ModeMeasures m = server.measures();
-  ASSERT_TRUE(m.cost[kBeside]);
-  EXPECT_NEAR(m.cost[kBeside]->harm, 0.4, 1e-9);
-  EXPECT_TRUE(m.queues[kBeside]);
-  // A cheap pair: beside may run again at once.
-  window(server, RunMode::beside, 950, true, 0.5);
-  const RunMode after_cheap = server.next_period(RunMode::beside, 1.0 / 3);
-  EXPECT_FALSE(server.brief(RunMode::beside));
-  EXPECT_NE(after_cheap, RunMode::gated);  // gated has no share while beside is learnt
   for (const auto& [in_flight, what] : {std::pair{0.5, "a closed loop with gaps"},
                                         std::pair{1.0, "a loop in flight all the time"}}) {
     ConcurrencyBudget loop(s);
@@ -1388,8 +1387,8 @@ TEST(HarvestConcurrency, AServerMeetsACostlyModeOneWindowAtATime) {
 // running beside slows by 20 %: it leaves gaps, but it loses the work itself and has no queue,
 // so the tail bound leaves its schedule as it was (ModeMeasures::queues). (Not exactly: until
 // beside's cost is known, whether the loop queues it is not, and beside's learning periods are
-// brief, brief_exposure, where tail_factor is set: over 40 seeds production kept 0.955 instead of
-// 0.953, the opportunistic job 0.365 instead of 0.375. Without the queues condition it got 0.289
+// brief, brief_exposure, where tail_factor is set: over 40 seeds production kept 0.954 instead of
+// 0.953, the opportunistic job 0.367 instead of 0.375. Without the queues condition it got 0.289
 // instead of 0.396.)
 TEST(HarvestConcurrency, AClosedLoopWithGapsIsNotAServer) {
   Case c{0.02, 0.3, 0.2, 0.9};
