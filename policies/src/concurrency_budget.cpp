@@ -230,6 +230,14 @@ std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                                                                   : in_flight;
 }
 
+bool queues_the_loss(const std::optional<ModeCost>& throughput, const ModeCost& in_flight,
+                     const ConcurrencySettings& settings) {
+  if (!throughput) return true;
+  const double lost =
+      std::max(0.0, throughput->harm - kLostWorkMargin * settings.noise_margin * throughput->error);
+  return lost < kQueuedShare * charged_low(in_flight, settings);
+}
+
 double sojourn_factor(double busy, double cost) {
   busy = std::clamp(busy, 0.0, 1.0);
   const double left = 1 - busy - std::max(0.0, cost);
@@ -237,10 +245,9 @@ double sojourn_factor(double busy, double cost) {
   return (1 - busy) / left;
 }
 
-bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
-                    const ConcurrencySettings& settings, const std::optional<double>& cost) {
-  if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit) || (queues && !*queues))
-    return false;
+bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
+                    const std::optional<double>& cost) {
+  if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit)) return false;
   if (!cost) return true;
   return busy ? sojourn_factor(*busy, *cost) > settings.tail_factor : *cost >= kClearCost;
 }
@@ -464,9 +471,7 @@ ModeMeasures ConcurrencyBudget::measures() const {
       const double margin = settings_.noise_margin;  // the worst as mode_shares will read it
       if (!worst || cost->harm + margin * cost->error > worst->harm + margin * worst->error) {
         worst = cost;
-        result.queues[index(m)] =
-            !work[index(m)] || charged_low(*work[index(m)], settings_) <
-                                   kQueuedShare * charged_low(*in_flight[index(m)], settings_);
+        result.queues[index(m)] = queues_the_loss(work[index(m)], *in_flight[index(m)], settings_);
       }
     }
   }
@@ -533,8 +538,7 @@ bool ConcurrencyBudget::brief(RunMode mode) const {
   if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
   const ModeMeasures m = measures();
   const std::optional<ModeCost>& cost = m.cost[index(mode)];
-  return brief_exposure(busy, cost ? std::optional<bool>(m.queues[index(mode)]) : std::nullopt,
-                        settings_, cost ? std::optional<double>(cost->harm) : std::nullopt);
+  return brief_exposure(busy, settings_, cost ? std::optional<double>(cost->harm) : std::nullopt);
 }
 
 RunMode ConcurrencyBudget::resume_mode(RunMode current) const {

@@ -109,7 +109,8 @@ struct ModeMeasures {
   std::optional<double> busy;
   // Per mode: whether the costliest production job took the mode's loss as queueing rather than
   // as lost work (or that is not known yet): its throughput (kernels per window of its busy time),
-  // taken low, fell by less than kQueuedShare of what its speed in flight, taken low, fell. An
+  // taken kLostWorkMargin standard errors low, fell by less than kQueuedShare of what its speed in
+  // flight, taken low, fell (queues_the_loss). An
   // open-loop server does the work its requests bring, only later: on the H100 (S2's transformer
   // server, call 77) its kernels per busy window were 464-568 beside and 416-768 paused while its
   // speed in flight fell from about 20 to 12 kernels per ms. A closed loop loses the work itself,
@@ -118,6 +119,21 @@ struct ModeMeasures {
   std::array<bool, kRunModes> queues{};
 };
 inline constexpr double kQueuedShare = 0.5;
+// Lost work must be shown beyond a server's arrival noise: a Poisson server's kernels per window
+// follow its arrivals. On the H100 (S2's transformer server, 2026-11-27 calls 81 and 84) they
+// spread 31-50 % (coefficient of variation) over its paused windows, and with the throughput
+// taken one standard error low the budget took the server for a closed loop in 1 of 4 and 4 of
+// 7 fresh daemons: their tail bound off, beside ran 0.13-0.21 of its busy time. A closed loop's
+// work per window spreads far less (a training loop's few percent), and its loss shows beyond
+// two standard errors as beyond one. (An error read from a few pairs is itself noisy, and a
+// server's per-window work also falls while a costly mode queues it: two errors ask for more
+// evidence, they do not settle it; brief_exposure does not rely on it.)
+inline constexpr double kLostWorkMargin = 2;
+// Whether a production job queues a mode's loss rather than losing the work (ModeMeasures::queues)
+// from its cost in throughput and in speed in flight; a throughput cost not known: it does.
+// Pure.
+bool queues_the_loss(const std::optional<ModeCost>& throughput, const ModeCost& in_flight,
+                     const ConcurrencySettings& settings);
 
 // Whether a mode's cost gets the benefit of the doubt (mode_shares): taken `noise_margin`
 // standard errors low it fits `allowed` (the target's allowance less the debt) over all the time
@@ -213,10 +229,9 @@ inline constexpr double kClearCost = 0.25;
 // p99 at load 0.3. In an M/M/1 model of that server (loads 0.3 and 0.5, a mode costing 35-50 % run
 // for two periods after the warm-up, 4 s windows) the p99 was 1.17-2.03 times isolated's with
 // periods of 150 ms, 1.12-1.39 with 100 ms and 1.05-1.13 with 50 ms. So where production may be
-// a server (`busy`, its paused windows' in-flight share, below gaps_limit, or not yet measured;
-// and `queues`, whether it queues the mode's loss (ModeMeasures::queues), true or not yet known),
+// a server (`busy`, its paused windows' in-flight share, below gaps_limit, or not yet measured),
 // a mode runs one window at a time (brief) while its cost is not yet known (`cost`: the budget's
-// estimate, worst over the production jobs), and where the estimate would stretch the server's
+// estimate, worst over the production jobs), and where the estimate would stretch a server's
 // requests beyond tail_factor (sojourn_factor at `busy`; with busy unknown, a clear cost,
 // kClearCost; with no tail_factor, never: it protects the tail, as the bound does): entered from
 // paused without a settling window (nothing of the opportunistic jobs is queued there; its first
@@ -224,13 +239,19 @@ inline constexpr double kClearCost = 0.25;
 // never twice in a row. Not on the latest pair alone: on the H100 (calls 82-83) the transformer
 // server's speed in flight spread about 20 % from one window to the next, its pairs of one window
 // a side read beside's cost at 25 % after 36 % (call 82) and below what stretches its requests
-// (call 83), and each time beside's next learning period ran three windows. Where the estimate is
-// cheaper, or production keeps the GPU busy or loses the work itself (a closed loop has no queue to
-// grow, and one window a side is a noisier pair: in the model of a saturating job with +-30 % noise
-// per window, NoisyWindowsStillRationCostlyConcurrency, production kept 0.915 instead of 0.963 when
-// it applied there too), its periods are as long as the others'. Pure.
-bool brief_exposure(const std::optional<double>& busy, const std::optional<bool>& queues,
-                    const ConcurrencySettings& settings, const std::optional<double>& cost);
+// (call 83), and each time beside's next learning period ran three windows. Whether production
+// queues the loss (ModeMeasures::queues) is not asked: its throughput follows a Poisson server's
+// arrivals (in call 84 four of seven fresh daemons took the server for a closed loop, their tail
+// bound off, and ran beside in periods of three and four windows), and a closed loop with gaps
+// loses little to periods of one window (in the model of a launch-bound loop in flight 0.65 of
+// the time that beside slows by 20 %, over 40 seeds production kept 0.954 against 0.953 without,
+// the opportunistic job 0.370 against 0.375). Where the estimate is cheaper, or production keeps
+// the GPU busy (no gaps, no queue; and one window a side is a noisier pair: in the model of a
+// saturating job with +-30 % noise per window, NoisyWindowsStillRationCostlyConcurrency,
+// production kept 0.915 instead of 0.963 when it applied there too), its periods are as long as
+// the others'. Pure.
+bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
+                    const std::optional<double>& cost);
 
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.

@@ -208,38 +208,35 @@ TEST(SojournFactor, IsTheQueuesTimeAfterOverBefore) {
 }
 
 // A mode runs one window at a time where production may be a server (busy unknown or below
-// gaps_limit, not known to lose the work) while its cost is unknown, or where the estimate would
-// stretch the server's requests beyond tail_factor (without busy: a clear cost, kClearCost); a
-// loop that keeps the GPU busy or loses the work itself, a cheap estimate, or no tail_factor keep
-// the periods long.
+// gaps_limit) while its cost is unknown, or where the estimate would stretch a server's requests
+// beyond tail_factor (without busy: a clear cost, kClearCost); a loop that keeps the GPU busy, a
+// cheap estimate, or no tail_factor keep the periods long.
 TEST(BriefExposure, IsForACostThatStretchesAServersRequests) {
   ConcurrencySettings s = settings();
   s.tail_factor = 1.2;
   const auto none = std::nullopt;
-  EXPECT_TRUE(brief_exposure(none, none, s, none));  // nothing known yet
-  EXPECT_TRUE(brief_exposure(0.52, none, s, none));  // a server, its cost not yet known
-  EXPECT_TRUE(brief_exposure(0.52, true, s, 0.5));   // S2's server beside: about 50 %
+  EXPECT_TRUE(brief_exposure(none, s, none));  // nothing known yet
+  EXPECT_TRUE(brief_exposure(0.52, s, none));  // a server, its cost not yet known
+  EXPECT_TRUE(brief_exposure(0.52, s, 0.5));   // S2's server beside: about 50 %
   // At utilisation 0.55 a cost beyond 0.45 x (1 - 1 / 1.2) = 7.5 % stretches it beyond 1.2:
   // call 82's beside (about 30 %) does.
-  EXPECT_TRUE(brief_exposure(0.55, true, s, 0.3));
-  EXPECT_TRUE(brief_exposure(0.55, true, s, 0.08));
-  EXPECT_FALSE(brief_exposure(0.55, true, s, 0.07));
-  EXPECT_FALSE(brief_exposure(0.55, true, s, -0.05));  // read faster than paused
+  EXPECT_TRUE(brief_exposure(0.55, s, 0.3));
+  EXPECT_TRUE(brief_exposure(0.55, s, 0.08));
+  EXPECT_FALSE(brief_exposure(0.55, s, 0.07));
+  EXPECT_FALSE(brief_exposure(0.55, s, -0.05));  // read faster than paused
   // A lightly loaded server has more room: at 0.2, 13 %.
-  EXPECT_FALSE(brief_exposure(0.2, true, s, 0.12));
-  EXPECT_TRUE(brief_exposure(0.2, true, s, 0.14));
+  EXPECT_FALSE(brief_exposure(0.2, s, 0.12));
+  EXPECT_TRUE(brief_exposure(0.2, s, 0.14));
   // Busy unknown: a clear cost.
-  EXPECT_TRUE(brief_exposure(none, true, s, kClearCost));
-  EXPECT_FALSE(brief_exposure(none, true, s, kClearCost - 1e-9));
-  // A closed loop with gaps, known to lose the work rather than queue it: never.
-  EXPECT_FALSE(brief_exposure(0.55, false, s, 0.5));
+  EXPECT_TRUE(brief_exposure(none, s, kClearCost));
+  EXPECT_FALSE(brief_exposure(none, s, kClearCost - 1e-9));
   // A loop in flight all its paused windows: never.
-  EXPECT_FALSE(brief_exposure(0.99, none, s, none));
-  EXPECT_FALSE(brief_exposure(0.9, true, s, 0.5));
+  EXPECT_FALSE(brief_exposure(0.99, s, none));
+  EXPECT_FALSE(brief_exposure(0.9, s, 0.5));
   // No tail_factor: never (it is the tail's protection, as the bound is).
   s.tail_factor = 0;
-  EXPECT_FALSE(brief_exposure(0.55, true, s, 0.5));
-  EXPECT_FALSE(brief_exposure(none, none, s, none));
+  EXPECT_FALSE(brief_exposure(0.55, s, 0.5));
+  EXPECT_FALSE(brief_exposure(none, s, none));
 }
 
 // With tail_factor, a mode that would stretch a server's requests beyond it runs only
@@ -474,8 +471,9 @@ void period(ConcurrencyBudget& budget, uint64_t job, RunMode mode, double work) 
 // beside slows by 40 %: beside runs one window at a time and never twice in a row, however far
 // behind its share, each of its periods set against the paused one before it, while its cost is
 // learnt and once it is known. A server that beside slows by 5 % meets it one window at a time
-// only until its cost is known. A closed loop with the same gaps, which loses the work itself,
-// and a loop in flight all the time keep their periods long once the cost is known.
+// only until its cost is known. A closed loop with the same gaps is treated alike (whether it
+// queues the loss is not asked: a server's throughput is too noisy to tell); a loop in flight all
+// the time keeps its periods long.
 TEST(ConcurrencyBudget, ACostlyModeMeetsAServerOneWindowAtATime) {
   ConcurrencySettings s = settings();
   s.tail_factor = 1.2;
@@ -513,6 +511,7 @@ TEST(ConcurrencyBudget, ACostlyModeMeetsAServerOneWindowAtATime) {
   }
   for (const auto& [in_flight, what] : {std::pair{0.5, "a closed loop with gaps"},
                                         std::pair{1.0, "a loop in flight all the time"}}) {
+    const bool gaps = in_flight < s.gaps_limit;
     ConcurrencyBudget loop(s);
     for (int i = 0; i < 4; ++i) {
       window(loop, RunMode::paused, 1000, false, in_flight);
@@ -521,7 +520,7 @@ TEST(ConcurrencyBudget, ACostlyModeMeetsAServerOneWindowAtATime) {
       loop.next_period(RunMode::beside);
     }
     ASSERT_TRUE(loop.measures().cost[kBeside]) << what;
-    EXPECT_FALSE(loop.brief(RunMode::beside)) << what;
+    EXPECT_EQ(loop.brief(RunMode::beside), gaps) << what;
   }
 }
 
@@ -1385,18 +1384,17 @@ TEST(HarvestConcurrency, AServerMeetsACostlyModeOneWindowAtATime) {
 
 // A launch-bound closed loop (in flight 0.65 of each window, CPU work between its kernels) that
 // running beside slows by 20 %: it leaves gaps, but it loses the work itself and has no queue,
-// so the tail bound leaves its schedule as it was (ModeMeasures::queues). (Not exactly: until
-// beside's cost is known, whether the loop queues it is not, and beside's learning periods are
-// brief, brief_exposure, where tail_factor is set: over 40 seeds production kept 0.954 instead of
-// 0.953, the opportunistic job 0.367 instead of 0.375. Without the queues condition it got 0.289
-// instead of 0.396.)
+// so the tail bound leaves its schedule as it was (ModeMeasures::queues). (Not exactly: with
+// tail_factor its costly beside runs one window at a time, brief_exposure, which does not ask:
+// over 40 seeds production kept 0.954 instead of 0.953, the opportunistic job 0.370 instead of
+// 0.375. Without the queues condition the opportunistic job got 0.289 instead of 0.396.)
 TEST(HarvestConcurrency, AClosedLoopWithGapsIsNotAServer) {
   Case c{0.02, 0.3, 0.2, 0.9};
   c.in_flight_share = 0.65;
   const Outcome bounded = run_concurrency(c);
   c.tail_factor = 0;
   const Outcome unbounded = run_concurrency(c);
-  EXPECT_NEAR(bounded.production, unbounded.production, 0.005);
+  EXPECT_NEAR(bounded.production, unbounded.production, 0.01);
   EXPECT_NEAR(bounded.opportunistic, unbounded.opportunistic, 0.03);
 }
 
