@@ -176,6 +176,21 @@ class TickLog(unittest.TestCase):
         self.assertEqual(tick_shares.start_up_windows("\n".join(climb + partial + steady)), 4)
         self.assertIsNone(tick_shares.start_up_windows("\n".join(partial)))
 
+    def test_beside_runs_count_the_windows_in_a_row_that_ran_beside_a_busy_job(self):
+        t = self.tick
+        lines = [t("(paused)", 1000, 50000),
+                 t("", 1000, 50000),          # gives beside: the next window runs beside
+                 t("(paused)", 900, 50000),   # beside, 1; gives paused
+                 t("", 1000, 50000),          # paused; gives beside
+                 t("", 900, 50000),           # beside
+                 t("", 900, 50000),           # beside
+                 t("(gated)", 900, 50000),    # beside: a run of 3; gives gated
+                 t("", 5, 1000, launched=0),  # gated, production idle
+                 t("", 0, 0, launched=0),     # beside but production idle: no run
+                 t("(paused)", 900, 50000)]   # beside, busy: a run of 1 at the end
+        self.assertEqual(tick_shares.beside_runs("\n".join(lines)), {1: 2, 3: 1})
+        self.assertEqual(tick_shares.beside_runs(""), {})
+
     def test_the_first_beside_reading_is_the_first_with_its_cost_known(self):
         line = self.tick("(paused)", 1000, 50000)
         lines = [line.replace("beside=0.070±0.030/970:0.90", "beside=?/?:0.60"),

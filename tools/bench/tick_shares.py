@@ -22,6 +22,10 @@ call*-logs.tgz in the current folder):
   - production's kernels completed per busy window in each mode (the median, every busy window
     but each mode's first: a launch-bound job, in flight part of each window, shows its speed
     here and not in the column above);
+  - the runs of windows in a row that production, busy, ran beside the opportunistic job (the
+    mode each window ran in: the gate the line before gave; beside_runs): their lengths, and how
+    many ran three windows or more. A server's queue grows for as long as beside runs unbroken
+    (docs/policies.md "A costly mode, one window at a time"; calls 82-85, §4z);
   - the beside share of the first EARLY busy ticks (default 60: the 3 s of busy production of a 6 s
     S5 window at 1 s on / 1 s off, where a fresh daemon learns) and of the busy ticks after them
     (a long window's, run.py --late-s).
@@ -197,6 +201,22 @@ def start_up_windows(text):
                  if in_flight >= 0.9 * window and done / in_flight >= 0.8 * steady), None)
 
 
+def beside_runs(text):
+    """{length: count} of the runs of windows in a row that ran beside with production busy (the
+    mode a window ran in: moded_ticks)."""
+    runs, run = {}, 0
+    for mode, tick in moded_ticks(text):
+        if mode == "beside" and any(int(t[2]) > 0 for t in tick.production):
+            run += 1
+            continue
+        if run:
+            runs[run] = runs.get(run, 0) + 1
+        run = 0
+    if run:
+        runs[run] = runs.get(run, 0) + 1
+    return dict(sorted(runs.items()))
+
+
 def early_late(states, early):
     """The beside share of the first `early` busy ticks and of those after ("–" where none)."""
     def share(part):
@@ -223,9 +243,9 @@ def main(paths):
     print("| part | policy | busy ticks | paused / gated / beside (prod busy) "
           "| idle ticks | paused / gated / beside (prod idle) | prod kernels/ms paused / gated / beside "
           f"(windows) | prod kernels per busy window paused / gated / beside | beside, first {early} busy "
-          "ticks / after | production's start-up, windows | first beside reading | last budget line "
-          "| last fully measured budget |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "ticks / after | beside runs (windows: count) | runs of 3+ | production's start-up, windows "
+          "| first beside reading | last budget line | last fully measured budget |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         part = os.path.basename(path).replace("-logs.tgz", "")
         for name, text in daemon_logs(path):
@@ -239,9 +259,12 @@ def main(paths):
             first, after = early_late(states, early)
             pw = " / ".join(f"{statistics.median(v):.0f} ({len(v)})" if v else "–"
                             for v in (per_window[k] for k in ("paused", "gated", "beside")))
+            runs = beside_runs(window_text(text) if window else text)
+            listed = ", ".join(f"{n}: {c}" for n, c in runs.items()) or "–"
+            long_runs = sum(c for n, c in runs.items() if n >= 3)
             print(f"| {part} | {policy} | {nb} | {sb} | {ni} | {si} | {sp} | {pw} | {first} / {after} | "
-                  f"{start_up_windows(text)} | {first_beside or '(none)'} | {last or '(none)'} | "
-                  f"{measured or '(none)'} |")
+                  f"{listed} | {long_runs} | {start_up_windows(text)} | {first_beside or '(none)'} | "
+                  f"{last or '(none)'} | {measured or '(none)'} |")
 
 
 if __name__ == "__main__":
