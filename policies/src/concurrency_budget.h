@@ -120,10 +120,11 @@ struct ModeMeasures {
 };
 inline constexpr double kQueuedShare = 0.5;
 // Lost work must be shown beyond a server's arrival noise: a Poisson server's kernels per window
-// follow its arrivals. On the H100 (S2's transformer server, 2026-11-27 calls 81 and 84) they
-// spread 31-50 % (coefficient of variation) over its paused windows, and with the throughput
-// taken one standard error low the budget took the server for a closed loop in 1 of 4 and 4 of
-// 7 fresh daemons: their tail bound off, beside ran 0.13-0.21 of its busy time. A closed loop's
+// follow its arrivals. On the H100 (S2's transformer server, 2026-11-27 call 84) they spread
+// 31-50 % (coefficient of variation) over its paused windows, and with the throughput taken one
+// standard error low the budget took the server for a closed loop in 4 of 7 fresh daemons (1 of
+// 4 in call 81): their tail bound off, beside ran 0.13-0.21 of its busy time. Not yet measured on
+// the GPU with the two errors. A closed loop's
 // work per window spreads far less (a training loop's few percent), and its loss shows beyond
 // two standard errors as beyond one. (An error read from a few pairs is itself noisy, and a
 // server's per-window work also falls while a costly mode queues it: two errors ask for more

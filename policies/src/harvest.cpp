@@ -517,9 +517,9 @@ class HarvestPolicy final : public Policy {
     // in concurrency_budget.h; after production's return ConcurrencyBudget::resume_mode keeps its
     // least steady windows out of the reference where it can). No period ends on a window it does
     // not measure.
-    // A mode read as clearly costly runs one measured window at a time (brief_exposure: a server
-    // queues its loss for as long as it runs), or its period's length where no window of it is
-    // measured (no opportunistic demand).
+    // A brief mode (brief_exposure: its cost not yet known, or one that would stretch a server's
+    // requests, where production may be a server) runs one measured window at a time, or its
+    // period's length where no window of it is measured (no opportunistic demand).
     const bool brief = budget_.brief(mode_);
     const uint64_t period_length =
         mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
