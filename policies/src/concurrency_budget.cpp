@@ -67,24 +67,25 @@ namespace {
 
 // The modes that run the opportunistic jobs: the candidates for the time paused leaves.
 constexpr std::array<RunMode, 2> kCandidates{RunMode::beside, RunMode::gated};
-// The cost plan_shares weighs a mode at that must get no share of the allowance.
-constexpr double kUnaffordable = 1e9;
-
 // The gated and beside shares of production's busy time, within `time` (1 - the reference share)
 // and a loss of `budget`, each mode charged `cost` (index: RunMode) and gaining `gain_g`,
-// `gain_b`; paused gets the rest. Pure.
+// `gain_b`, a `held` mode given nothing of the budget (only its exploring share); paused gets the
+// rest. Pure.
 std::array<double, kRunModes> plan_shares(const std::array<double, kRunModes>& cost, double gain_g,
                                           double gain_b, double budget, double time,
-                                          const std::array<double, kRunModes>& explore_share) {
+                                          const std::array<double, kRunModes>& explore_share,
+                                          const std::array<bool, kRunModes>& held) {
   const size_t g = index(RunMode::gated), b = index(RunMode::beside);
   std::array<double, kRunModes> shares{};
   // The best point of a two-variable linear programme: maximise gain_g x f_g + gain_b x f_b
   // with f_g + f_b <= time and cost_g x f_g + cost_b x f_b <= budget. The optimum is a vertex:
-  // each mode alone as far as time or budget allows, or both with time and budget used up.
-  auto alone = [&](double c) { return c > 0 ? std::min(time, budget / c) : time; };
-  std::array<std::pair<double, double>, 4> vertices{
-      {{0, 0}, {alone(cost[g]), 0}, {0, alone(cost[b])}, {0, 0}}};
-  if (cost[b] != cost[g]) {
+  // each mode alone as far as time or budget allows, or both with time and budget used up. A
+  // held mode stays at 0.
+  auto alone = [&](size_t m) {
+    return held[m] ? 0.0 : cost[m] > 0 ? std::min(time, budget / cost[m]) : time;
+  };
+  std::array<std::pair<double, double>, 4> vertices{{{0, 0}, {alone(g), 0}, {0, alone(b)}, {0, 0}}};
+  if (!held[g] && !held[b] && cost[b] != cost[g]) {
     const double f_b = (budget - cost[g] * time) / (cost[b] - cost[g]);
     if (f_b >= 0 && f_b <= time) vertices[3] = {time - f_b, f_b};
   }
@@ -304,11 +305,11 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   std::array<double, kRunModes> cost{};
   std::array<double, kRunModes> learning{};  // the reference share each mode's reading asks for
   std::array<double, kRunModes> recheck{};   // the least share a contested reading asks for
-  // The least share each candidate is explored at, and the cost the plan weighs it at: a mode
-  // that would stretch a server's requests beyond tail_factor ("A server's tail") is explored at
+  // The least share each candidate is explored at, and whether the plan holds it: a mode that
+  // would stretch a server's requests beyond tail_factor ("A server's tail") is explored at
   // kTailExploreShare and gets nothing of the allowance.
   std::array<double, kRunModes> explores{explore, explore, explore};
-  std::array<double, kRunModes> planned{};
+  std::array<bool, kRunModes> held{};
   const bool gaps =
       settings.tail_factor > 0 && measures.busy && *measures.busy < settings.gaps_limit;
   double budget = allowed;
@@ -317,7 +318,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     const ModeCost& c = *measures.cost[index(m)];
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
-    cost[index(m)] = planned[index(m)] = charged_cost(c, settings, allowed);
+    cost[index(m)] = charged_cost(c, settings, allowed);
     // Read at its estimate, not given the doubt: a server's p99 pays for a mode read too cheap
     // far more than the mean does (on the H100, call 80, beside read 0.095 +- 0.072, given the
     // doubt ran 0.84 of a transformer server's busy time, and that repetition's p99 was 2.8 times
@@ -325,7 +326,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     if (gaps && measures.queues[index(m)] &&
         sojourn_factor(*measures.busy, c.harm) > settings.tail_factor) {
       explores[index(m)] = std::min(explore, kTailExploreShare);
-      planned[index(m)] = kUnaffordable;
+      held[index(m)] = true;
       budget -= explores[index(m)] * cost[index(m)];
       continue;  // it barely runs: its reading asks for no reference share
     }
@@ -361,12 +362,12 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   double reference = settings.reference_share;
   for (double r : learning) reference = std::max(reference, r);
   std::array<double, kRunModes> shares =
-      plan_shares(planned, gain_g, gain_b, budget, 1 - reference, explores);
+      plan_shares(cost, gain_g, gain_b, budget, 1 - reference, explores, held);
   double relied_on = settings.reference_share;
   for (RunMode m : kCandidates)
     if (shares[index(m)] > explore + 1e-9) relied_on = std::max(relied_on, learning[index(m)]);
   if (relied_on < reference)
-    shares = plan_shares(planned, gain_g, gain_b, budget, 1 - relied_on, explores);
+    shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, explores, held);
   for (RunMode m : kCandidates) {
     const double raise = std::min(std::max(0.0, shares[p] - settings.reference_share),
                                   std::max(0.0, recheck[index(m)] - shares[index(m)]));
