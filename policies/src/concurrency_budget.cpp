@@ -246,11 +246,15 @@ double sojourn_factor(double busy, double cost) {
   return (1 - busy) / left;
 }
 
+bool stretches_requests(double busy, double cost, const ConcurrencySettings& settings) {
+  return settings.tail_factor > 0 && sojourn_factor(busy, cost) > settings.tail_factor;
+}
+
 bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
                     const std::optional<double>& cost) {
   if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit)) return false;
   if (!cost) return true;
-  return busy ? sojourn_factor(*busy, *cost) > settings.tail_factor : *cost >= kClearCost;
+  return busy ? stretches_requests(*busy, *cost, settings) : *cost >= kClearCost;
 }
 
 double learning_share(double period_share, double reference_length) {
@@ -323,8 +327,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // far more than the mean does (on the H100, call 80, beside read 0.095 +- 0.072, given the
     // doubt ran 0.84 of a transformer server's busy time, and that repetition's p99 was 2.8 times
     // isolated's where the others' were 1.2-1.5).
-    if (gaps && measures.queues[index(m)] &&
-        sojourn_factor(*measures.busy, c.harm) > settings.tail_factor) {
+    if (gaps && measures.queues[index(m)] && stretches_requests(*measures.busy, c.harm, settings)) {
       explores[index(m)] = std::min(explore, kTailExploreShare);
       held[index(m)] = true;
       budget -= explores[index(m)] * cost[index(m)];
@@ -397,14 +400,15 @@ void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
   while (samples.size() > settings_.samples) samples.pop_front();
 }
 
-void ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns,
+bool ConcurrencyBudget::record_speed(uint64_t job, RunMode mode, double work, double busy_ns,
                                      double window_ns) {
-  if (!(work > 0) || !(busy_ns > 0)) return;
+  if (!(work > 0) || !(busy_ns > 0)) return false;
   Period& period = series_[job].current;
   if (period.mode != mode) period = Period{.mode = mode};  // a period is of one mode
   period.work += work;
   period.busy_s += busy_ns / 1e9;
   period.window_s += std::max(window_ns, busy_ns) / 1e9;
+  return true;
 }
 
 void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
@@ -508,13 +512,15 @@ RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
   for (auto& [id, series] : series_) close_period(series, finished);
   for (double& weight : ran_) weight *= std::pow(1 - 1 / kDebtMemory, length);
   ran_[index(finished)] += length;
-  const std::array<double, kRunModes> share = shares();
+  const ModeMeasures m = measures();
+  const std::array<double, kRunModes> share =
+      mode_shares(m, settings_, loss_debt(ran_, m, settings_));
   // The finished period is charged its length, and each mode credited its share of it; the
   // next is the mode furthest behind its share (ties, within rounding: the first, paused).
   credit_[index(finished)] -= length;
   // Where the finished mode may not run again, the next is the one furthest behind its share
   // among those that have one (paused, which may be ahead of its share, where none other has).
-  const bool again = !brief(finished);
+  const bool again = !brief(finished, m);
   size_t best = 0;
   for (size_t m = 0; m < kRunModes; ++m) {
     credit_[m] += share[m] * length;
@@ -531,13 +537,16 @@ std::optional<double> ConcurrencyBudget::paused_busy() const {
 }
 
 bool ConcurrencyBudget::brief(RunMode mode) const {
+  return brief(mode, measures());
+}
+
+bool ConcurrencyBudget::brief(RunMode mode, const ModeMeasures& m) const {
   if (mode == RunMode::paused) return false;
   // Until the median rests on kMinCostSamples paused windows, the latest: one paused window tells
   // a server (in flight about half of it) from a loop that keeps the GPU busy, and spares such a
   // loop's first pairs the noise of one window a side.
   std::optional<double> busy = paused_busy();
   if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
-  const ModeMeasures m = measures();
   const std::optional<ModeCost>& cost = m.cost[index(mode)];
   return brief_exposure(busy, settings_, cost ? std::optional<double>(cost->harm) : std::nullopt);
 }

@@ -161,6 +161,10 @@ double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, d
 // no share of the allowance, only kTailExploreShare of the time (its cost stays measured, should
 // the server's load fall). Pure.
 double sojourn_factor(double busy, double cost);
+// Whether a mode costing `cost` stretches the requests of a server in flight `busy` of its time
+// beyond tail_factor (with tail_factor set): the test of the tail bound (mode_shares) and of a
+// brief exposure (brief_exposure). Pure.
+bool stretches_requests(double busy, double cost, const ConcurrencySettings& settings);
 inline constexpr double kTailExploreShare = 0.005;
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
@@ -309,8 +313,9 @@ class ConcurrencyBudget {
   // One measured window of production job `job` in the current period, run in `mode`: `work`
   // (kernels completed) over `busy_ns` (time it had work on the GPU) and over `window_ns` (the
   // window's length; 0: as busy_ns, a job in flight all the window), for its speed in flight and
-  // its throughput (job_cost). A window without work or busy time says nothing.
-  void record_speed(uint64_t job, RunMode mode, double work, double busy_ns, double window_ns = 0);
+  // its throughput (job_cost). A window without work or busy time says nothing. Returns whether
+  // the window counted.
+  bool record_speed(uint64_t job, RunMode mode, double work, double busy_ns, double window_ns = 0);
   // What the opportunistic jobs launched together over one window's time in `mode`.
   void record_gain(RunMode mode, double launches);
   // The share of one window in `mode` in which the busiest production job had work in flight
@@ -369,6 +374,7 @@ class ConcurrencyBudget {
   };
   void add(std::deque<double>& samples, double value) const;
   std::optional<double> paused_busy() const;  // ModeMeasures::busy
+  bool brief(RunMode mode, const ModeMeasures& measures) const;
   void close_period(Series& series, RunMode finished);
 
   ConcurrencySettings settings_;

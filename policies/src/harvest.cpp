@@ -564,13 +564,13 @@ class HarvestPolicy final : public Policy {
       if (job.in_flight_ns && device.window_ns > 0)
         busiest = std::max(busiest.value_or(0.0), static_cast<double>(*job.in_flight_ns) /
                                                       static_cast<double>(device.window_ns));
-      // A window of an idle job (before idle_windows declare it so) says nothing.
-      recorded = recorded || (production_[job.job_id].window_progress > 0 &&
-                              job.in_flight_ns.value_or(device.window_ns) > 0);
-      budget_.record_speed(job.job_id, mode_,
-                           static_cast<double>(production_[job.job_id].window_progress),
-                           static_cast<double>(job.in_flight_ns.value_or(device.window_ns)),
-                           static_cast<double>(device.window_ns));
+      // A window of an idle job (before idle_windows declare it so) does not count.
+      recorded =
+          budget_.record_speed(job.job_id, mode_,
+                               static_cast<double>(production_[job.job_id].window_progress),
+                               static_cast<double>(job.in_flight_ns.value_or(device.window_ns)),
+                               static_cast<double>(device.window_ns)) ||
+          recorded;
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     if (busiest) budget_.record_busy(mode_, *busiest);

@@ -749,6 +749,18 @@ TEST(ConcurrencyBudget, ACostOnTheCpuSideCountsWithThroughputCost) {
   EXPECT_LT(throughput_share, 0.6);
 }
 
+// Lost work must show beyond two standard errors of the throughput (kLostWorkMargin): a Poisson
+// server's throughput follows its arrivals, and a 25 % loss read +- 6 % from few pairs is no
+// proof; read +- 2 % it is. Unknown, a server is assumed.
+TEST(QueuesTheLoss, AsksForLostWorkBeyondTwoErrors) {
+  const ConcurrencySettings s = settings();
+  const ModeCost in_flight{.harm = 0.30, .error = 0.02};  // taken low: 0.28; half of it 0.14
+  EXPECT_TRUE(queues_the_loss(ModeCost{.harm = 0.25, .error = 0.06}, in_flight, s));   // 0.13
+  EXPECT_FALSE(queues_the_loss(ModeCost{.harm = 0.25, .error = 0.02}, in_flight, s));  // 0.21
+  EXPECT_TRUE(queues_the_loss(ModeCost{.harm = 0.0, .error = 0.3}, in_flight, s));
+  EXPECT_TRUE(queues_the_loss(std::nullopt, in_flight, s));
+}
+
 // Whether production queues a mode's loss (ModeMeasures::queues): a server does the work its
 // requests bring in every mode, in more busy time where it is slowed (its throughput, kernels per
 // window, unchanged); a closed loop with the same gaps does less work in the same busy time.
