@@ -366,6 +366,9 @@ class ConcurrencyBudget {
   // (APhasesRampUpIsNotTheReference) production kept 0.931 without this, 0.985 with it. With
   // paused and beside alone paused is due only where beside is not, and it stays.
   RunMode resume_mode(RunMode current) const;
+  // ModeMeasures::busy: the median in-flight share of the recent paused windows (none: fewer than
+  // kMinCostSamples).
+  std::optional<double> paused_busy() const;
 
  private:
   struct Period {
@@ -382,7 +385,6 @@ class ConcurrencyBudget {
     PairedDifferences throughput_differences;        // of the throughput
   };
   void add(std::deque<double>& samples, double value) const;
-  std::optional<double> paused_busy() const;  // ModeMeasures::busy
   bool brief(RunMode mode, const ModeMeasures& measures) const;
   void close_period(Series& series, RunMode finished);
 

@@ -461,6 +461,7 @@ class HarvestPolicy final : public Policy {
     }
     ++idle_phase_windows_;
     production_idle_ = true;
+    saturated_ = false;
     probe_ = Probe::off;
     settling_windows_ = 0;
     // What the class takes unthrottled: the scale of the additive increase and the floor.
@@ -525,6 +526,10 @@ class HarvestPolicy final : public Policy {
         mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
     const bool settling = settling_windows_ > 0;
     if (settling) --settling_windows_;
+    // A gated window through which the opportunistic jobs were held (saturated_hold) measures
+    // neither mode; the period may still end on it, so that one never outlasts its length.
+    const bool held = std::exchange(held_window_, false);
+    saturated_ = gap_free(device);
     bool period_over = !settling && reached(period_ns_, period_length, device.window_ns);
     // A window in which no opportunistic job wanted to run says nothing of what a mode costs
     // production or gains the opportunistic jobs: it is not measured. Gains of 0 read while the
@@ -536,7 +541,7 @@ class HarvestPolicy final : public Policy {
     // paused reference needs no opportunistic demand.
     bool demand = false;
     for (const auto& [id, job] : opportunistic_) demand = demand || job.wants_to_run;
-    const bool measured = !settling && (mode_ == RunMode::paused || demand);
+    const bool measured = !settling && !held && (mode_ == RunMode::paused || demand);
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
     std::optional<double> busiest;  // the busiest measured production job's in-flight share
@@ -723,6 +728,34 @@ class HarvestPolicy final : public Policy {
     for (auto& [id, job] : production_) job.period_progress = 0;
   }
 
+  // Whether a production job was in flight at least gating_busy_limit of this window: it left
+  // no gaps for gated to fill.
+  bool gap_free(const DeviceObservation& device) const {
+    for (const JobObservation& job : device.jobs)
+      if (job.job_class == JobClass::production && job.in_flight_ns &&
+          static_cast<double>(*job.in_flight_ns) >=
+              gating_busy_limit_ * static_cast<double>(device.window_ns))
+        return true;
+    return false;
+  }
+
+  // A saturated server is not gated into. Gated runs the opportunistic jobs in production's gaps;
+  // where production normally leaves gaps (its paused windows in flight less than
+  // gating_busy_limit of the time: a server between requests) but left none in the last window,
+  // its queue is building, and every short gap still lets up to the in-flight bound of
+  // opportunistic kernels in, which slow the requests behind them. On the H100 (S2, the
+  // transformer server at load 0.5 beside transformer training, 2026-11-27 call 87) one gated
+  // period ran 28 windows in a row with the server in flight 93-97 % of each, its speed in flight
+  // at about 8.5 kernels per ms against 17-20, the opportunistic job launching 11-51 kernels a
+  // window (against about 400 in gated windows with gaps), and that repetition's p99 was 562 ms
+  // against isolated's 15. So the next window holds them (paused), unmeasured, until production
+  // shows gaps again; a loop that never leaves gaps is the budget's to ration, not held here.
+  bool saturated_hold() const {
+    if (!concurrency_ || mode_ != RunMode::gated || production_idle_ || !saturated_) return false;
+    const std::optional<double> busy = budget_.paused_busy();
+    return busy && *busy < gating_busy_limit_;
+  }
+
   std::vector<Gate> gates(const DeviceObservation& device) {
     std::vector<Claim> claims;
     for (const JobObservation& job : device.jobs)
@@ -747,6 +780,8 @@ class HarvestPolicy final : public Policy {
     const bool released = idle_release_ && concurrency_ && !production_idle_ && idle_windows_ > 0 &&
                           mode_ == RunMode::paused && probe_ == Probe::off;
     const bool hold_at_return = concurrency_ && production_idle_ && !resumes_beside();
+    const bool hold = saturated_hold();
+    held_window_ = hold;
     std::vector<Gate> gates;
     gates.reserve(device.jobs.size());
     size_t k = 0;
@@ -761,8 +796,9 @@ class HarvestPolicy final : public Policy {
         // its own work (queue_bound.h): production, back or paused, then meets a short queue.
         // While production idles that is up to idle_queue_ms, as its busy phases allow.
         OpportunisticJob& state = opportunistic_[job.job_id];
-        const bool paused = (probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
-                            !production_idle_ && !released;
+        const bool paused = ((probe_ != Probe::off || (concurrency_ && mode_ == RunMode::paused)) &&
+                             !production_idle_ && !released) ||
+                            hold;
         state.state = !kernel_gating_ && !concurrency_                      ? QueueState::other
                       : production_idle_                                    ? QueueState::idle
                       : concurrency_ && mode_ == RunMode::beside && !paused ? QueueState::beside
@@ -842,6 +878,8 @@ class HarvestPolicy final : public Policy {
   ConcurrencyBudget budget_;
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
+  bool saturated_ = false;         // with concurrency: production left no gaps in the last window
+  bool held_window_ = false;       // the next window holds the opportunistic jobs (saturated_hold)
   BusyPhases busy_phases_;         // production's, for the queue bound while it idles
   uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
