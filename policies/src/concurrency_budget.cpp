@@ -251,11 +251,10 @@ bool stretches_requests(double busy, double cost, const ConcurrencySettings& set
 }
 
 bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
-                    const std::optional<ModeCost>& cost) {
+                    const std::optional<double>& cost) {
   if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit)) return false;
   if (!cost) return true;
-  const double high = charged_high(*cost, settings);
-  return busy ? stretches_requests(*busy, high, settings) : high >= kClearCost;
+  return busy ? stretches_requests(*busy, *cost, settings) : *cost >= kClearCost;
 }
 
 double learning_share(double period_share, double reference_length) {
@@ -324,11 +323,11 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
     cost[index(m)] = charged_cost(c, settings, allowed);
-    // Taken high, not given the doubt: a server's p99 pays for a mode read too cheap far more
-    // than the mean does (on the H100, call 80, beside read 0.095 +- 0.072, given the doubt ran
-    // 0.84 of a transformer server's busy time, and that repetition's p99 was 2.8 times
-    // isolated's where the others' were 1.2-1.5; sojourn_factor).
-    if (gaps && measures.queues[index(m)] && stretches_requests(*measures.busy, high, settings)) {
+    // Read at its estimate, not given the doubt: a server's p99 pays for a mode read too cheap
+    // far more than the mean does (on the H100, call 80, beside read 0.095 +- 0.072, given the
+    // doubt ran 0.84 of a transformer server's busy time, and that repetition's p99 was 2.8 times
+    // isolated's where the others' were 1.2-1.5).
+    if (gaps && measures.queues[index(m)] && stretches_requests(*measures.busy, c.harm, settings)) {
       explores[index(m)] = std::min(explore, kTailExploreShare);
       held[index(m)] = true;
       budget -= explores[index(m)] * cost[index(m)];
@@ -548,7 +547,8 @@ bool ConcurrencyBudget::brief(RunMode mode, const ModeMeasures& m) const {
   // loop's first pairs the noise of one window a side.
   std::optional<double> busy = paused_busy();
   if (!busy && !paused_busy_.empty()) busy = paused_busy_.back();
-  return brief_exposure(busy, settings_, m.cost[index(mode)]);
+  const std::optional<ModeCost>& cost = m.cost[index(mode)];
+  return brief_exposure(busy, settings_, cost ? std::optional<double>(cost->harm) : std::nullopt);
 }
 
 RunMode ConcurrencyBudget::resume_mode(RunMode current) const {

@@ -156,18 +156,13 @@ double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, d
 // flight 52 % of its paused windows (a factor of 3.7), ran 5-9 % of its busy time on the budget's
 // allowance, and its p99 was 2.3 and 3.3 times isolated's while its p50 stayed within 8 and 16 % of
 // it. So, with tail_factor, where production leaves gaps and queues a mode's loss, a mode whose
-// cost, taken `noise_margin` standard errors high, stretches the server's requests beyond
-// tail_factor gets no share of the allowance, only kTailExploreShare of the time (its cost stays
-// measured, should the server's load fall). High, not at its estimate nor given the doubt: a cost
-// read too low costs a server's p99 far more than its mean, and a server's speed in flight reads a
-// mode's cost low and noisily. On the H100 (S2, fresh daemons, 2026-11-27) the per-window medians
-// of its speed in flight put beside's cost at 12-30 % to the transformer server (calls 82-85) and
-// about 15 % to the resnet50 one (call 79), while the daemons that ran beside 0.8-0.95 of its
-// busy time had read 4-10 % +- 4-6 % (call 85: 5.0 % +- 5.0 % at utilisation 0.56, a factor of 1.13
-// at the estimate and 1.29 taken high) and, for the resnet50 server, 3-9 % +- 5-6 %; there the
-// server's p50 tripled at load 0.5 (5-7 ms isolated, 20-26 ms). Taken high, the bound held beside
-// in 4 of those 5 daemons' busy windows with beside above 0.3 of the time (346 of 461; a
-// start-up read as a saving, -0.5 % +- 3.6 %, is the fifth). Pure.
+// cost, read at its estimate (a cost read too low costs a server's p99 far more than its mean, so
+// the benefit of the doubt does not apply), stretches the server's requests beyond tail_factor gets
+// no share of the allowance, only kTailExploreShare of the time (its cost stays measured, should
+// the server's load fall). (Taken noise_margin standard errors high instead, on the H100 over 12
+// repetitions of S2's resnet50 server the harvest fell to about half at load 0.3 and a third at
+// 0.5 while the p99 against each repetition's isolated run did not move: docs/policies.md, "A
+// server's cost, taken high".) Pure.
 double sojourn_factor(double busy, double cost);
 // Whether a mode costing `cost` stretches the requests of a server in flight `busy` of its time
 // beyond tail_factor (with tail_factor set): the test of the tail bound (mode_shares) and of a
@@ -244,10 +239,9 @@ inline constexpr double kClearCost = 0.25;
 // periods of 150 ms, 1.12-1.39 with 100 ms and 1.05-1.13 with 50 ms. So where production may be
 // a server (`busy`, its paused windows' in-flight share, below gaps_limit, or not yet measured),
 // a mode runs one window at a time (brief) while its cost is not yet known (`cost`: the budget's
-// estimate, worst over the production jobs), and where the estimate, taken `noise_margin`
-// standard errors high as the tail bound takes it, would stretch a server's requests beyond
-// tail_factor (sojourn_factor at `busy`; with busy unknown, a clear cost, kClearCost; with no
-// tail_factor, never: it protects the tail, as the bound does): entered from
+// estimate, worst over the production jobs), and where the estimate would stretch a server's
+// requests beyond tail_factor (sojourn_factor at `busy`; with busy unknown, a clear cost,
+// kClearCost; with no tail_factor, never: it protects the tail, as the bound does): entered from
 // paused without a settling window (nothing of the opportunistic jobs is queued there; its first
 // kernels' ramp-up falls in the measured window, which errs by a few of its milliseconds) and
 // never twice in a row. Not on the latest pair alone: on the H100 (calls 82-83) the transformer
@@ -265,7 +259,7 @@ inline constexpr double kClearCost = 0.25;
 // production kept 0.915 instead of 0.963 when it applied there too), its periods are as long as
 // the others'. Pure.
 bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
-                    const std::optional<ModeCost>& cost);
+                    const std::optional<double>& cost);
 
 // Each difference is clipped to this (in log speed, a factor of e): one period stalled for other
 // reasons (a host-side pause, a checkpoint) weighs no more than a mode that halved the speed.

