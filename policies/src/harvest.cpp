@@ -419,15 +419,9 @@ class HarvestPolicy final : public Policy {
       gap_busy_ns_ = gap_window_ns_ = 0;
       return;
     }
-    uint64_t busiest = 0;
-    bool known = false;
-    for (const JobObservation& job : device.jobs) {
-      if (job.job_class != JobClass::production || !job.in_flight_ns) continue;
-      busiest = std::max(busiest, *job.in_flight_ns);
-      known = true;
-    }
-    if (!known) return;  // the relay had not sampled yet (its first window)
-    gap_busy_ns_ += static_cast<double>(busiest);
+    const std::optional<uint64_t> busiest = busiest_in_flight_ns(device);
+    if (!busiest) return;  // the relay had not sampled yet (its first window)
+    gap_busy_ns_ += static_cast<double>(*busiest);
     gap_window_ns_ += device.window_ns;
     // In whole windows, as every period here (`reached`).
     if (!reached(gap_window_ns_, control_period_ns_, device.window_ns)) return;
@@ -526,9 +520,11 @@ class HarvestPolicy final : public Policy {
         mode_ == RunMode::paused ? reference_period_ns_ : busy_period_ns();
     const bool settling = settling_windows_ > 0;
     if (settling) --settling_windows_;
-    // A gated window through which the opportunistic jobs were held (saturated_hold) measures
-    // neither mode; the period may still end on it, so that one never outlasts its length.
-    const bool held = std::exchange(held_window_, false);
+    // A gated window through which the opportunistic jobs were held (saturated_hold, read before
+    // this window's saturation replaces the last one's: what the gates of that window saw)
+    // measures neither mode; the period may still end on it, so that one never outlasts its
+    // length.
+    const bool held = saturated_hold();
     saturated_ = gap_free(device);
     bool period_over = !settling && reached(period_ns_, period_length, device.window_ns);
     // A window in which no opportunistic job wanted to run says nothing of what a mode costs
@@ -728,15 +724,22 @@ class HarvestPolicy final : public Policy {
     for (auto& [id, job] : production_) job.period_progress = 0;
   }
 
+  // The longest time a production job had work in flight in this window (none: the relay has
+  // not sampled any).
+  static std::optional<uint64_t> busiest_in_flight_ns(const DeviceObservation& device) {
+    std::optional<uint64_t> busiest;
+    for (const JobObservation& job : device.jobs)
+      if (job.job_class == JobClass::production && job.in_flight_ns)
+        busiest = std::max(busiest.value_or(0), *job.in_flight_ns);
+    return busiest;
+  }
+
   // Whether a production job was in flight at least gating_busy_limit of this window: it left
   // no gaps for gated to fill.
   bool gap_free(const DeviceObservation& device) const {
-    for (const JobObservation& job : device.jobs)
-      if (job.job_class == JobClass::production && job.in_flight_ns &&
-          static_cast<double>(*job.in_flight_ns) >=
-              gating_busy_limit_ * static_cast<double>(device.window_ns))
-        return true;
-    return false;
+    const std::optional<uint64_t> busiest = busiest_in_flight_ns(device);
+    return busiest && static_cast<double>(*busiest) >=
+                          gating_busy_limit_ * static_cast<double>(device.window_ns);
   }
 
   // A saturated server is not gated into. Gated runs the opportunistic jobs in production's gaps;
@@ -781,7 +784,6 @@ class HarvestPolicy final : public Policy {
                           mode_ == RunMode::paused && probe_ == Probe::off;
     const bool hold_at_return = concurrency_ && production_idle_ && !resumes_beside();
     const bool hold = saturated_hold();
-    held_window_ = hold;
     std::vector<Gate> gates;
     gates.reserve(device.jobs.size());
     size_t k = 0;
@@ -879,7 +881,6 @@ class HarvestPolicy final : public Policy {
   RunMode mode_ = RunMode::paused;
   uint32_t settling_windows_ = 0;  // windows still to skip (after a change of mode, a return)
   bool saturated_ = false;         // with concurrency: production left no gaps in the last window
-  bool held_window_ = false;       // the next window holds the opportunistic jobs (saturated_hold)
   BusyPhases busy_phases_;         // production's, for the queue bound while it idles
   uint32_t idle_phase_windows_ = 0;  // windows of the idle phase in progress (or the last one)
 
