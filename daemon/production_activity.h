@@ -1,17 +1,29 @@
 // Whether a production job has work on the GPU right now, for kernel-level idle gating
-// (Gate::production_idle_only; docs/protocol.md "Kernel-level idle gating").
+// (Gate::production_idle_only; docs/protocol.md "Kernel-level idle gating") and for the busy time
+// the policies measure (JobCounters::in_flight_ns).
 //
 // The daemon's idle relay samples every production job's control block every ~250 µs and asks
 // this function. A job is busy when
 //   - it launched since the previous sample, or
 //   - a completion mark it recorded is not yet seen complete (completed < last mark), or
-//   - it launched within the last `quiet_ns` and its latest launches are not covered by a mark yet
+//   - it launched within the last quiet time and its latest launches are not covered by a mark yet
 //     (the launch is counted before its mark is recorded; a stride above 1 leaves a tail unmarked).
 // A job whose counters have not moved for `stale_ns` is idle whatever its marks say: a shim that
 // stopped polling (stopped, killed, hung) must not hold opportunistic work forever.
+//
+// The quiet time follows how far the GPU runs behind the job's launches: the time from a mark's
+// first sample to the sample that sees it complete (its lag, as seen), the longest of the last
+// kLagsKept, plus one sample period, within [least_quiet_ns, quiet_ns]; quiet_ns until kLagsKept
+// lags are seen. An unmarked tail is a few kernels launched after the last mark, so it is done
+// about as long after its launch as the marks before it were. A fixed 2 ms (until 2026-11-28) was
+// longer than a whole request of a launch-bound server: on the H100 (S2, transformer_infer_b8 at
+// loads 0.3 and 0.5, calls 77-88) the server read in flight about half of its paused windows, and
+// each request held gated work for 2 ms after its last launch.
+//
 // Everything read here comes from client memory: values are only compared with earlier samples.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -24,21 +36,36 @@ struct ProductionSignals {
 };
 
 struct ActivityTimes {
-  uint64_t quiet_ns = 2'000'000;
+  uint64_t quiet_ns = 2'000'000;      // the longest an unmarked tail is taken to run
+  uint64_t least_quiet_ns = 500'000;  // the shortest, however soon marks complete
+  uint64_t sample_ns = 250'000;       // the relay's period: a lag is seen up to one late
   uint64_t stale_ns = 1'000'000'000;
 };
 
 class ProductionActivity {
  public:
+  static constexpr size_t kLagsKept = 16;
+
   // Takes the sample at `now_ns` (monotonic) and says whether the job is busy.
   bool busy(const ProductionSignals& s, uint64_t now_ns, const ActivityTimes& times = {});
+  // How long after its last launch an unmarked tail counts as busy (see the header comment).
+  uint64_t quiet_ns(const ActivityTimes& times = {}) const;
 
  private:
+  void follow_marks(const ProductionSignals& s, uint64_t now_ns, const ActivityTimes& times);
+  void keep_lag(uint64_t lag_ns);
+
   bool first_ = true;
   uint64_t launches_ = 0;
   std::optional<uint64_t> completed_;
+  uint64_t last_mark_ = 0;
   uint64_t last_launch_ns_ = 0;  // when launches last moved
   uint64_t last_change_ns_ = 0;  // when launches or completed last moved
+  // The mark whose lag is being timed (one at a time) and the sample that first saw it.
+  std::optional<uint64_t> timed_mark_;
+  uint64_t timed_since_ns_ = 0;
+  std::array<uint64_t, kLagsKept> lags_{};
+  size_t lags_seen_ = 0;
 };
 
 }  // namespace gpushare::daemon

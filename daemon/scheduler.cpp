@@ -151,10 +151,17 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     const std::vector<policies::Gate> gates = slot->policy->decide(observation);
     if (spdlog::should_log(spdlog::level::trace)) {
       // One line per device and tick: what the policy saw and what it decided (for tuning).
+      // A production job the relay samples also shows its quiet time (ProductionActivity).
+      auto quiet_trace = [this](const policies::JobObservation& job) {
+        auto activity = activity_.find(job.job_id);
+        return activity != activity_.end() && job.in_flight_ns
+                   ? fmt::format("/{}us-quiet", activity->second.quiet_ns() / 1000)
+                   : std::string();
+      };
       std::string line;
       for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
         line += fmt::format(
-            " job{}:{}:{}l/{}w{}->{}{}{}{}", observation.jobs[i].job_id,
+            " job{}:{}:{}l/{}w{}->{}{}{}{}{}", observation.jobs[i].job_id,
             observation.jobs[i].job_class == policies::JobClass::production ? "P" : "O",
             observation.jobs[i].launches, observation.jobs[i].gate_waits,
             observation.jobs[i].completed ? fmt::format("/{}c", *observation.jobs[i].completed)
@@ -168,7 +175,8 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                                        : std::string(),
             observation.jobs[i].in_flight_ns
                 ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
-                : std::string());
+                : std::string(),
+            quiet_trace(observation.jobs[i]));
       const std::string why = slot->policy->explain();
       spdlog::trace("tick device={} window={}us{}{}{}", device, observation.window_ns / 1000, line,
                     why.empty() ? "" : " ", why);

@@ -67,3 +67,88 @@ TEST(ProductionActivity, AScribbledMarkPastTheLaunchesIsIgnored) {
   EXPECT_FALSE(
       a.busy({.launches = 10, .completed = 10, .last_mark = ~uint64_t{0}}, 5 * kMs, kTimes));
 }
+
+namespace {
+// Feeds `a` marks that each complete `lag` after the sample that first sees them, one sample
+// period (250 µs) apart, until it has seen `count` lags; returns the time reached.
+uint64_t marks_with_lag(ProductionActivity& a, uint64_t lag, size_t count, uint64_t t = 0) {
+  uint64_t launches = 4;
+  a.busy({.launches = launches, .completed = launches, .last_mark = launches}, t, kTimes);
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t done = launches;
+    launches += 4;
+    t += 250 * kUs;
+    a.busy({.launches = launches, .completed = done, .last_mark = launches}, t, kTimes);
+    for (uint64_t waited = 250 * kUs; waited < lag; waited += 250 * kUs) {
+      t += 250 * kUs;
+      a.busy({.launches = launches, .completed = done, .last_mark = launches}, t, kTimes);
+    }
+    t += 250 * kUs;
+    a.busy({.launches = launches, .completed = launches, .last_mark = launches}, t, kTimes);
+  }
+  return t;
+}
+}  // namespace
+
+TEST(ProductionActivity, TheQuietTimeIsTheLongestUntilLagsAreSeen) {
+  ProductionActivity a;
+  EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
+  marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept - 1);
+  EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
+}
+
+TEST(ProductionActivity, MarksDoneSoonShortenTheQuietTime) {
+  // A launch-bound server: the GPU keeps up, each mark is seen complete a sample after it is seen.
+  ProductionActivity a;
+  uint64_t t = marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept);
+  EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);  // one sample's lag and one sample's margin
+  // Its request ends with an unmarked tail: busy for the quiet time after its last launch only.
+  const uint64_t launches = 4 * (ProductionActivity::kLagsKept + 1);
+  t += 250 * kUs;
+  EXPECT_TRUE(
+      a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches}, t, kTimes));
+  EXPECT_TRUE(a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches},
+                     t + 250 * kUs, kTimes));
+  EXPECT_FALSE(a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches},
+                      t + 500 * kUs, kTimes));
+}
+
+TEST(ProductionActivity, MarksAlreadyDoneWhenSeenKeepTheLeastQuietTime) {
+  ProductionActivity a;
+  uint64_t t = 0;
+  a.busy({.launches = 4, .completed = 4, .last_mark = 4}, t, kTimes);
+  for (uint64_t n = 8; n <= 4 * (ProductionActivity::kLagsKept + 1); n += 4)
+    a.busy({.launches = n, .completed = n, .last_mark = n}, t += 250 * kUs, kTimes);
+  EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);  // the floor: 250 µs of margin is less
+}
+
+TEST(ProductionActivity, AQueueBehindTheLaunchesKeepsTheQuietTimeLong) {
+  // A job whose GPU runs 1.5 ms behind its launches: its tail runs about that long too.
+  ProductionActivity a;
+  marks_with_lag(a, 1500 * kUs, ProductionActivity::kLagsKept);
+  EXPECT_EQ(a.quiet_ns(kTimes), 1750 * kUs);
+  // Longer than the longest quiet time: the longest.
+  ProductionActivity deep;
+  marks_with_lag(deep, 5 * kMs, ProductionActivity::kLagsKept);
+  EXPECT_EQ(deep.quiet_ns(kTimes), 2 * kMs);
+}
+
+TEST(ProductionActivity, OneSlowMarkAmongTheLastLagsSetsTheQuietTime) {
+  ProductionActivity a;
+  uint64_t t = marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept);
+  t = marks_with_lag(a, 1250 * kUs, 1, t);
+  EXPECT_EQ(a.quiet_ns(kTimes), 1500 * kUs);
+  // It ages out after kLagsKept quicker ones.
+  marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept, t);
+  EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);
+}
+
+TEST(ProductionActivity, MarksGoingBackwardsAreNotTimed) {
+  // A new registration restarts the marks: a lag across it would be nonsense.
+  ProductionActivity a;
+  a.busy({.launches = 100, .completed = 90, .last_mark = 100}, 0, kTimes);
+  a.busy({.launches = 104, .completed = 90, .last_mark = 104}, 250 * kUs, kTimes);
+  a.busy({.launches = 8, .completed = 0, .last_mark = 4}, 500 * kUs, kTimes);
+  a.busy({.launches = 8, .completed = 104, .last_mark = 4}, 750 * kUs, kTimes);  // scribbled
+  EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
+}
