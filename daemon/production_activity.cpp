@@ -14,14 +14,21 @@ bool ProductionActivity::busy(const ProductionSignals& s, uint64_t now_ns,
   launches_ = s.launches;
   completed_ = s.completed;
   last_mark_ = s.last_mark;
-  if (launched) return true;
-  if (now_ns - last_change_ns_ >= times.stale_ns) return false;
-  // Marked work not yet complete. A mark past the launches counted is a scribble: ignored.
-  const bool marked_pending =
-      s.completed && s.last_mark <= s.launches && *s.completed < s.last_mark;
-  if (marked_pending) return true;
-  const bool unmarked_tail = !s.completed || s.last_mark < s.launches;
-  return unmarked_tail && now_ns - last_launch_ns_ < quiet_ns(times);
+  // Busy for certain (launching, marked work pending), idle for certain (stale, or nothing left
+  // unmarked), or an unmarked tail: busy within the quiet time after the last launch.
+  std::optional<bool> certain;
+  if (launched) {
+    certain = true;
+  } else if (now_ns - last_change_ns_ >= times.stale_ns) {
+    certain = false;
+  } else if (s.completed && s.last_mark <= s.launches && *s.completed < s.last_mark) {
+    certain = true;  // marked work not yet complete (a mark past the launches is a scribble)
+  } else if (s.completed && s.last_mark >= s.launches) {
+    certain = false;
+  }
+  const uint64_t since_launch = now_ns - last_launch_ns_;
+  in_flight_ = certain ? *certain : since_launch < times.quiet_ns;
+  return certain ? *certain : since_launch < quiet_ns(times);
 }
 
 uint64_t ProductionActivity::quiet_ns(const ActivityTimes& times) const {

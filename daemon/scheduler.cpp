@@ -275,10 +275,11 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
       auto [sample, fresh] = production_busy.try_emplace(id, false);
       if (fresh) {
         const SharedControlBlock& b = job->second.block;
-        sample->second = activity_[id].busy(
-            {b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
+        ProductionActivity& activity = activity_[id];
+        sample->second =
+            activity.busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
         seen->second.relayed = true;
-        if (sample->second) seen->second.in_flight_ns += elapsed_ns;
+        if (activity.in_flight()) seen->second.in_flight_ns += elapsed_ns;
       }
       busy = busy || sample->second;
     }

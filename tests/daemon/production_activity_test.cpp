@@ -23,8 +23,10 @@ TEST(ProductionActivity, LaunchingIsBusy) {
 TEST(ProductionActivity, EveryMarkCompleteIsIdleAtOnce) {
   ProductionActivity a;
   a.busy({.launches = 10, .completed = 4, .last_mark = 8}, 0, kTimes);
+  EXPECT_TRUE(a.in_flight());
   // No launch since, marks up to 10 recorded and complete: nothing on the GPU.
   EXPECT_FALSE(a.busy({.launches = 10, .completed = 10, .last_mark = 10}, 250 * kUs, kTimes));
+  EXPECT_FALSE(a.in_flight());
 }
 
 TEST(ProductionActivity, AMarkNotYetCompleteIsBusyAfterTheQuietTime) {
@@ -111,6 +113,14 @@ TEST(ProductionActivity, MarksDoneSoonShortenTheQuietTime) {
                      t + 250 * kUs, kTimes));
   EXPECT_FALSE(a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches},
                       t + 500 * kUs, kTimes));
+  // The busy time the policies measure still counts the fixed quiet time.
+  EXPECT_TRUE(a.in_flight());
+  a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches}, t + 1999 * kUs,
+         kTimes);
+  EXPECT_TRUE(a.in_flight());
+  a.busy({.launches = launches + 3, .completed = launches, .last_mark = launches}, t + 2 * kMs,
+         kTimes);
+  EXPECT_FALSE(a.in_flight());
 }
 
 TEST(ProductionActivity, MarksAlreadyDoneWhenSeenKeepTheLeastQuietTime) {
