@@ -16,6 +16,9 @@
 // seen), the longest of the last kLagsKept, plus one sample period, within [least_quiet_ns,
 // quiet_ns]; quiet_ns until kLagsKept lags are seen. An unmarked tail is a few kernels launched
 // after the last mark, so it is done about as long after its launch as the marks before it were.
+// Not always: a burst that ends in a kernel longer than its marks' lags (one long kernel after
+// the last mark) releases gated work while that kernel runs, and the gated jobs' in-flight bound
+// (Gate::max_in_flight) limits what then runs beside it.
 // A fixed quiet_ns (2 ms, until 2026-11-28) held gated work up to 2 ms after each request of a
 // launch-bound server whose GPU kept up with it: on the H100 (S2's transformer server at loads 0.3
 // and 0.5, 2026-11-28 calls 89-91) its lags were seen at 0-500 µs, gated windows let the
