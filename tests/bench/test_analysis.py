@@ -354,6 +354,18 @@ class S2Tail(unittest.TestCase):
         self.assertEqual((whole["gs"]["n"], after["gs"]["n"]), (30, 20))
         self.assertGreater(whole["gs"]["p99_x"], 10)
         self.assertAlmostEqual(after["gs"]["p99_x"], 1.0)
+        # Serving: 10 x 50 ms and 20 x 2 ms of a 4 s window, whatever --from keeps.
+        self.assertAlmostEqual(whole["gs"]["serving"], 0.54 / 4)
+        self.assertAlmostEqual(after["gs"]["serving"], 0.54 / 4)
+        self.assertAlmostEqual(whole["isolated-prod"]["serving"], 0.04 / 4)
+
+    def test_serving_counts_a_queued_request_from_the_previous_completion(self):
+        # Arrivals at 0, 0.01 and 1.0 s, 20 ms of service each: the second waits 10 ms in the
+        # queue (latency 30 ms) and is served from 0.02 to 0.04.
+        completions = [0.02, 0.04, 1.02]
+        latencies = [0.02, 0.03, 0.02]
+        self.assertAlmostEqual(s2_tail.serving_share(latencies, completions, 1.0), 0.06)
+        self.assertIsNone(s2_tail.serving_share(latencies, [], 1.0))
 
 
 class WindowText(unittest.TestCase):
