@@ -52,7 +52,8 @@ struct ProductionSignals {
 struct ActivityTimes {
   uint64_t quiet_ns = 2'000'000;      // the longest an unmarked tail is taken to run
   uint64_t least_quiet_ns = 500'000;  // the shortest, however soon marks complete
-  uint64_t sample_ns = 250'000;       // the relay's period: a lag is seen up to one late
+  uint64_t sample_ns = 250'000;       // the relay's period (kIdleRelayPeriod): a lag is seen
+                                      // up to one late
   uint64_t stale_ns = 1'000'000'000;
 };
 

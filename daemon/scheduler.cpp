@@ -155,7 +155,8 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       auto quiet_trace = [this](const policies::JobObservation& job) {
         auto activity = activity_.find(job.job_id);
         return activity != activity_.end() && job.in_flight_ns
-                   ? fmt::format("/{}us-quiet", activity->second.quiet_ns() / 1000)
+                   ? fmt::format("/{}us-quiet",
+                                 activity->second.quiet_ns(kRelayActivityTimes) / 1000)
                    : std::string();
       };
       std::string line;
@@ -276,8 +277,8 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
       if (fresh) {
         const SharedControlBlock& b = job->second.block;
         ProductionActivity& activity = activity_[id];
-        sample->second =
-            activity.busy({b.launches(), b.completed_launches(), b.last_mark_launch()}, now_ns);
+        sample->second = activity.busy({b.launches(), b.completed_launches(), b.last_mark_launch()},
+                                       now_ns, kRelayActivityTimes);
         seen->second.relayed = true;
         if (activity.in_flight()) seen->second.in_flight_ns += elapsed_ns;
       }

@@ -41,6 +41,10 @@ uint32_t completion_stride_for(uint64_t launches, uint32_t current);
 inline constexpr uint32_t kIdleGatingStride = 4;
 inline constexpr uint32_t kIdleGatingPollUs = 250;
 inline constexpr std::chrono::microseconds kIdleRelayPeriod{250};
+// The times the relay asks ProductionActivity with: its own period as the sample period.
+inline constexpr ActivityTimes kRelayActivityTimes{
+    .sample_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(kIdleRelayPeriod).count())};
 
 // How a production job's completions are marked (stride) and published (poll period; 0: the
 // shim's default), given its launches in the last window, the stride in force, whether an

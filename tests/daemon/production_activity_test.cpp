@@ -95,8 +95,11 @@ uint64_t marks_with_lag(ProductionActivity& a, uint64_t lag, size_t count, uint6
 TEST(ProductionActivity, TheQuietTimeIsTheLongestUntilLagsAreSeen) {
   ProductionActivity a;
   EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
-  marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept - 1);
+  uint64_t t = marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept - 1);
   EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
+  // The kLagsKept-th lag is the first that counts.
+  marks_with_lag(a, 250 * kUs, 1, t);
+  EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);
 }
 
 TEST(ProductionActivity, MarksDoneSoonShortenTheQuietTime) {
@@ -154,11 +157,17 @@ TEST(ProductionActivity, OneSlowMarkAmongTheLastLagsSetsTheQuietTime) {
 }
 
 TEST(ProductionActivity, MarksGoingBackwardsAreNotTimed) {
-  // A new registration restarts the marks: a lag across it would be nonsense.
+  // A new registration restarts the marks: a lag across it would be nonsense. One lag short of
+  // kLagsKept, a mark timed across the restart would complete the set.
   ProductionActivity a;
-  a.busy({.launches = 100, .completed = 90, .last_mark = 100}, 0, kTimes);
-  a.busy({.launches = 104, .completed = 90, .last_mark = 104}, 250 * kUs, kTimes);
-  a.busy({.launches = 8, .completed = 0, .last_mark = 4}, 500 * kUs, kTimes);
-  a.busy({.launches = 8, .completed = 104, .last_mark = 4}, 750 * kUs, kTimes);  // scribbled
+  const uint64_t t = marks_with_lag(a, 250 * kUs, ProductionActivity::kLagsKept - 1);
+  const uint64_t n = 4 * ProductionActivity::kLagsKept;  // the launches marks_with_lag reached
+  a.busy({.launches = n + 4, .completed = n, .last_mark = n + 4}, t + 250 * kUs, kTimes);
+  a.busy({.launches = 8, .completed = 0, .last_mark = 4}, t + 500 * kUs, kTimes);
+  a.busy({.launches = 8, .completed = n + 4, .last_mark = 4}, t + 750 * kUs, kTimes);  // scribbled
   EXPECT_EQ(a.quiet_ns(kTimes), 2 * kMs);
+  // Marks moving forward again are timed.
+  a.busy({.launches = 12, .completed = 4, .last_mark = 12}, t + 1000 * kUs, kTimes);
+  a.busy({.launches = 12, .completed = 12, .last_mark = 12}, t + 1250 * kUs, kTimes);
+  EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);
 }
