@@ -250,6 +250,22 @@ bool stretches_requests(double busy, double cost, const ConcurrencySettings& set
   return settings.tail_factor > 0 && sojourn_factor(busy, cost) > settings.tail_factor;
 }
 
+double p99_factor(double share, double stretch) {
+  share = std::clamp(share, 0.0, 1.0);
+  if (!(stretch < std::numeric_limits<double>::infinity())) return share > 0.01 ? stretch : 1;
+  stretch = std::max(1.0, stretch);
+  auto above = [&](double x) {  // the share of requests taking longer than x
+    return (1 - share) * std::exp(-x) + share * std::exp(-x / stretch);
+  };
+  const double p99 = std::log(100.0);
+  double low = p99, high = p99 * stretch;  // the answers for a share of 0 and of 1
+  for (int i = 0; i < 60; ++i) {
+    const double middle = (low + high) / 2;
+    (above(middle) > 0.01 ? low : high) = middle;
+  }
+  return high / p99;
+}
+
 bool brief_exposure(const std::optional<double>& busy, const ConcurrencySettings& settings,
                     const std::optional<double>& cost) {
   if (!(settings.tail_factor > 0) || (busy && *busy >= settings.gaps_limit)) return false;
@@ -331,7 +347,16 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
       explores[index(m)] = std::min(explore, kTailExploreShare);
       held[index(m)] = true;
       budget -= explores[index(m)] * cost[index(m)];
-      continue;  // it barely runs: its reading asks for no reference share
+      // A reading its noise cannot tell from one that fits the tail is rechecked where the
+      // server's p99 can bear it (kTailRecheckShare), what that costs set aside as for exploring;
+      // else the mode barely runs, and its reading asks for no reference share.
+      if (!stretches_requests(*measures.busy, low, settings) &&
+          p99_factor(kTailRecheckShare, sojourn_factor(*measures.busy, high)) <=
+              settings.tail_factor) {
+        recheck[index(m)] = kTailRecheckShare;
+        budget -= (kTailRecheckShare - explores[index(m)]) * cost[index(m)];
+      }
+      continue;
     }
     budget -= settings.explore_share * cost[index(m)];
     // A cost given the doubt on fewer than doubt_samples pairs of periods is measured again the
@@ -371,11 +396,20 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     if (shares[index(m)] > explore + 1e-9) relied_on = std::max(relied_on, learning[index(m)]);
   if (relied_on < reference)
     shares = plan_shares(cost, gain_g, gain_b, budget, 1 - relied_on, explores, held);
+  // A reading rechecked takes its share from paused's time beyond the reference share, then from
+  // the other candidate's beyond what that one is explored or rechecked at: beside a server,
+  // gated, cheap, takes all the time the allowance gives, and a held beside would otherwise wait
+  // for it to give some up.
   for (RunMode m : kCandidates) {
-    const double raise = std::min(std::max(0.0, shares[p] - settings.reference_share),
-                                  std::max(0.0, recheck[index(m)] - shares[index(m)]));
-    shares[index(m)] += raise;
-    shares[p] -= raise;
+    const size_t other = index(m == RunMode::beside ? RunMode::gated : RunMode::beside);
+    double wanted = std::max(0.0, recheck[index(m)] - shares[index(m)]);
+    for (const auto& [from, kept] : {std::pair{p, settings.reference_share},
+                                     std::pair{other, std::max(explores[other], recheck[other])}}) {
+      const double taken = std::min(wanted, std::max(0.0, shares[from] - kept));
+      shares[from] -= taken;
+      shares[index(m)] += taken;
+      wanted -= taken;
+    }
   }
   if (gated_known) return shares;
   // Gated not yet measured: beside as far as it fits. Where that leaves production paused

@@ -168,7 +168,32 @@ double sojourn_factor(double busy, double cost);
 // beyond tail_factor (with tail_factor set): the test of the tail bound (mode_shares) and of a
 // brief exposure (brief_exposure). Pure.
 bool stretches_requests(double busy, double cost, const ConcurrencySettings& settings);
+// The factor by which a server's p99 time in the system grows where `share` of its requests take
+// `stretch` times as long (sojourn_factor) and the rest as long as before, times in the system
+// exponential as in an M/M/1 queue: the x at which (1 - share) e^-x + share e^(-x / stretch) =
+// 0.01, over ln 100 (the p99 of e^-x). At a share of 0.1, 1.20 for a stretch of 2 and 1.86 for 3.7
+// (S2's transformer server beside, call 77); at kTailExploreShare, 1.03 for 3.7. Pure.
+double p99_factor(double share, double stretch);
 inline constexpr double kTailExploreShare = 0.005;
+// A held reading is rechecked where its noise cannot tell it from one that fits the tail (taken
+// `noise_margin` standard errors low, it would not stretch the server's requests beyond
+// tail_factor) and where, taken as many errors high, running it this share of production's busy
+// time would not stretch the server's p99 beyond tail_factor (p99_factor). The mode then runs
+// this share, taken from paused's time and then from the other mode's, one window at a time
+// (brief_exposure). Held at kTailExploreShare instead, a reading
+// got a pair of periods about every 10 s of busy production and stayed what the first few pairs
+// had read: on the H100 (S2's resnet50 server beside transformer training, 2026-11-28 calls
+// 89-91) beside cost the server nothing that its p99 showed (MPS-prio's was 0.77-1.40 times
+// isolated's), and the fresh daemons that read it at 0.13-0.34 +- 0.05-0.13 from their first
+// 3-5 pairs (6 of 12) kept that reading and held beside for the rest of the run (the
+// opportunistic job at 0-0.34 of its solo speed, against 0.6-0.9 where the first pairs read it
+// cheaper). At this share a pair comes about every half second of busy production, so half of a
+// reading's `samples` are renewed within a 4 s benchmark window. In the model of a Poisson server
+// (40 seeds, pairs spreading as on the H100) that beside slows by 3 %, the opportunistic job got
+// 0.558 of its solo speed with the recheck, 0.475 without, and a server that beside slows by
+// 35 % met it no more (beside 0.006 of its busy time both ways): no pair of such a mode reads it
+// as fitting (TailHeldReadingsAreRechecked).
+inline constexpr double kTailRecheckShare = 0.1;
 // The share of production's busy time for each mode (sums to 1). Pure; see the header comment.
 // Beside is learnt first, at kLearningReference paused and the rest beside; gated only once it is
 // needed (beside's cost leaves production's time paused), at a quarter of the time beside leaves,

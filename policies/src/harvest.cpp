@@ -283,9 +283,9 @@ class HarvestPolicy final : public Policy {
     return 1 - loss;
   }
 
-  // With concurrency: each mode's cost to production (± its error, "?" until measured), its gain
-  // and its share of production's busy time, e.g. "budget gated=0.03±0.02/41:0.05
-  // beside=0.12±0.05/480:0.40 busy=0.97".
+  // With concurrency: each mode's cost to production (± its error and, in brackets, the pairs of
+  // periods it rests on; "?" until measured), its gain and its share of production's busy time,
+  // e.g. "budget gated=0.03±0.02(5)/41:0.05 beside=0.12±0.05(16)/480:0.40 busy=0.97".
   std::string explain() const override {
     if (!concurrency_) return {};
     const ModeMeasures measures = budget_.measures();
@@ -298,7 +298,8 @@ class HarvestPolicy final : public Policy {
       char part[96];
       std::snprintf(part, sizeof part, " %s=", m == RunMode::gated ? "gated" : "beside");
       text += part;
-      if (cost) std::snprintf(part, sizeof part, "%.3f±%.3f", cost->harm, cost->error);
+      if (cost)
+        std::snprintf(part, sizeof part, "%.3f±%.3f(%.0f)", cost->harm, cost->error, cost->samples);
       text += cost ? part : "?";
       if (gain) std::snprintf(part, sizeof part, "/%.0f", *gain);
       text += gain ? part : "/?";

@@ -7,9 +7,9 @@ call*-logs.tgz in the current folder):
     (the same definition as tests/daemon/mps_test.cpp: a tick whose P token starts "0l" is idle);
   - of those, the share where the opportunistic gate was (paused), (gated) or neither (= beside);
   - the same shares over idle ticks (production launched nothing while an O job was there);
-  - the last "budget ..." text of the log (each mode's cost±error/gain:share), and the last one
+  - the last "budget ..." text of the log (each mode's cost±error(pairs)/gain:share), and the last one
     whose costs are all measured (no "?");
-  - the first reading of beside's cost (its "beside=cost±error/gain:share" token, the first
+  - the first reading of beside's cost (its "beside=cost±error(pairs)/gain:share" token, the first
     without "?"): a reading noise made large on a fresh daemon's first pairs of periods is what
     held the opportunistic job in the gappy runs that harvested little (docs/benchmarks.md §4y);
   - production's start-up (start_up_windows): its windows with progress before the first one in
