@@ -338,7 +338,7 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     const ModeCost& c = *measures.cost[index(m)];
     const double low = charged_low(c, settings), high = charged_high(c, settings);
     const bool doubtful = given_the_doubt(c, settings, allowed);
-    cost[index(m)] = charged_cost(c, settings, allowed);
+    cost[index(m)] = doubtful ? low : high;  // charged_cost, the doubt evaluated once
     // Read at its estimate, not given the doubt: a server's p99 pays for a mode read too cheap
     // far more than the mean does (on the H100, call 80, beside read 0.095 +- 0.072, given the
     // doubt ran 0.84 of a transformer server's busy time, and that repetition's p99 was 2.8 times

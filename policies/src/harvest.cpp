@@ -285,7 +285,8 @@ class HarvestPolicy final : public Policy {
 
   // With concurrency: each mode's cost to production (± its error and, in brackets, the pairs of
   // periods it rests on; "?" until measured), its gain and its share of production's busy time,
-  // e.g. "budget gated=0.03±0.02(5)/41:0.05 beside=0.12±0.05(16)/480:0.40 busy=0.97".
+  // e.g. "budget gated=0.03±0.02(5)/41:0.05 beside=0.12±0.05(16)/480:0.40 busy=0.97"; " held"
+  // at the end where the next window, gated, holds the opportunistic jobs (saturated_hold).
   std::string explain() const override {
     if (!concurrency_) return {};
     const ModeMeasures measures = budget_.measures();
@@ -310,7 +311,8 @@ class HarvestPolicy final : public Policy {
     // gating_busy_limit (it runs in production's gaps).
     char busy[32] = " busy=?";
     if (measures.busy) std::snprintf(busy, sizeof busy, " busy=%.2f", *measures.busy);
-    return text + busy;
+    // A gated window held because production left no gaps (saturated_hold): its gates say paused.
+    return text + busy + (saturated_hold() ? " held" : "");
   }
 
   std::vector<Gate> decide(const DeviceObservation& device) override {

@@ -1022,6 +1022,7 @@ struct Outcome {
   double beside = 0;         // ... and beside
   int longest_beside = 0;    // the most busy windows in a row beside, over the whole run
   int saturated = 0;         // busy windows production spent in flight at least 0.9 of
+  int held = 0;              // a queueing server's windows the trace names held (" held")
 };
 
 Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 10) {
@@ -1049,7 +1050,7 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   int busy_windows = 0;
   Gate opportunistic_gate{.job_id = 2, .paused = true};
   double relative_speed = 0, gain = 0, paused = 0, beside = 0;  // summed over the windows measured
-  int windows = 0, beside_run = 0, longest_beside = 0, saturated = 0;
+  int windows = 0, beside_run = 0, longest_beside = 0, saturated = 0, held = 0;
   double backlog = 0;          // a queueing server's work waiting (Case::queue)
   bool was_saturated = false;  // ... and whether it was in flight 0.9 of the last window
   for (int t = 0; t < seconds * 20; ++t) {
@@ -1111,6 +1112,10 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     EXPECT_TRUE(gates[1].measure_production);
     EXPECT_EQ(gates[1].launches, kUnlimited);  // no rate law
     opportunistic_gate = gates[1];
+    if (c.queue && made.policy->explain().ends_with(" held")) {  // (a queueing server only)
+      EXPECT_TRUE(gates[1].paused) << "window " << t;
+      ++held;
+    }
     if (!busy) continue;  // production idle: nothing to lose, nothing measured here
     beside_run = mode == RunMode::beside ? beside_run + 1 : 0;
     longest_beside = std::max(longest_beside, beside_run);
@@ -1138,7 +1143,8 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
                         .paused = paused / windows,
                         .beside = beside / windows,
                         .longest_beside = longest_beside,
-                        .saturated = saturated};
+                        .saturated = saturated,
+                        .held = held};
   std::printf(
       "costs %.2f/%.2f, gains %.2f/%.2f (%s): production %.3f, opportunistic %.3f, paused %.2f\n",
       c.gated_cost, c.beside_cost, c.gated_gain, c.beside_gain,
@@ -1488,7 +1494,8 @@ TEST(HarvestConcurrency, AServerMeetsACostlyModeOneWindowAtATime) {
 // server in flight 93-97 % of each and its p99 at 562 ms against 15). Held, the burst's queue
 // drains in about as many windows as it took to build (13 windows saturated; 60 without the
 // hold, where the budget then read gated as costly and paused half the busy time), and the
-// harvest is what it is without the burst (0.273 against 0.278; 0.156 without the hold).
+// harvest is what it is without the burst (0.273 against 0.278; 0.156 without the hold). The
+// trace names each held window (" held").
 TEST(HarvestConcurrency, ASaturatedServerIsNotGatedInto) {
   Case server{0.02, 0.3, 0.4, 0.8};
   server.closed_loop = false;
@@ -1500,7 +1507,9 @@ TEST(HarvestConcurrency, ASaturatedServerIsNotGatedInto) {
   server.burst_windows = 10;
   const Outcome burst = run_concurrency(server, 40, 0);
   EXPECT_EQ(calm.saturated, 0);
+  EXPECT_EQ(calm.held, 0);
   EXPECT_LE(burst.saturated, 2 * server.burst_windows + 5);
+  EXPECT_GT(burst.held, 0);  // the trace names the held windows (their gates say paused)
   EXPECT_GE(burst.opportunistic, calm.opportunistic - 0.02);
 }
 

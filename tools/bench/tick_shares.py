@@ -6,6 +6,8 @@ call*-logs.tgz in the current folder):
   - busy ticks: tick lines where some production token (jobN:P:...) launched > 0 kernels
     (the same definition as tests/daemon/mps_test.cpp: a tick whose P token starts "0l" is idle);
   - of those, the share where the opportunistic gate was (paused), (gated) or neither (= beside);
+    a gated window the budget held because production left no gaps (its budget text ends in
+    " held") counts as paused, as its gates were;
   - the same shares over idle ticks (production launched nothing while an O job was there);
   - the last "budget ..." text of the log (each mode's cost±error(pairs)/gain:share), and the last one
     whose costs are all measured (no "?");
