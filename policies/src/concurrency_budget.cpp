@@ -252,12 +252,14 @@ bool stretches_requests(double busy, double cost, const ConcurrencySettings& set
 
 double p99_factor(double share, double stretch) {
   share = std::clamp(share, 0.0, 1.0);
-  if (!(stretch < std::numeric_limits<double>::infinity())) return share > 0.01 ? stretch : 1;
+  const double p99 = std::log(100.0);
+  if (!(stretch < std::numeric_limits<double>::infinity()))  // those requests never finish
+    return share < 0.01 ? std::log((1 - share) / (0.01 - share)) / p99
+                        : std::numeric_limits<double>::infinity();
   stretch = std::max(1.0, stretch);
   auto above = [&](double x) {  // the share of requests taking longer than x
     return (1 - share) * std::exp(-x) + share * std::exp(-x / stretch);
   };
-  const double p99 = std::log(100.0);
   double low = p99, high = p99 * stretch;  // the answers for a share of 0 and of 1
   for (int i = 0; i < 60; ++i) {
     const double middle = (low + high) / 2;

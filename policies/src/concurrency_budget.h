@@ -172,7 +172,9 @@ bool stretches_requests(double busy, double cost, const ConcurrencySettings& set
 // `stretch` times as long (sojourn_factor) and the rest as long as before, times in the system
 // exponential as in an M/M/1 queue: the x at which (1 - share) e^-x + share e^(-x / stretch) =
 // 0.01, over ln 100 (the p99 of e^-x). At a share of 0.1, 1.20 for a stretch of 2 and 1.86 for 3.7
-// (S2's transformer server beside, call 77); at kTailExploreShare, 1.03 for 3.7. Pure.
+// (S2's transformer server beside, call 77); at kTailExploreShare, 1.03 for 3.7. An infinite
+// stretch (a mode that leaves the server less speed than its load) gives infinity from a share of
+// 1 % on. Pure.
 double p99_factor(double share, double stretch);
 inline constexpr double kTailExploreShare = 0.005;
 // A held reading is rechecked where its noise cannot tell it from one that fits the tail (taken

@@ -330,9 +330,13 @@ TEST(ModeShares, AShareOfSlowerRequestsStretchesTheP99) {
   EXPECT_NEAR(p99_factor(0.1, 2), 1.197, 0.001);
   EXPECT_NEAR(p99_factor(0.1, 3.7), 1.864, 0.001);
   EXPECT_NEAR(p99_factor(kTailExploreShare, 3.7), 1.031, 0.001);
-  // A mode that leaves a server less speed than its load: the queue grows without bound.
-  EXPECT_TRUE(std::isinf(p99_factor(0.1, std::numeric_limits<double>::infinity())));
-  EXPECT_NEAR(p99_factor(0.005, std::numeric_limits<double>::infinity()), 1, 1e-9);
+  // A mode that leaves a server less speed than its load: the queue grows without bound, and
+  // the p99 is the rest's while they are fewer than 1 %: ln(0.995 / 0.005) over ln 100.
+  const double never = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(std::isinf(p99_factor(0.1, never)));
+  EXPECT_TRUE(std::isinf(p99_factor(0.01, never)));
+  EXPECT_NEAR(p99_factor(0.005, never), std::log(0.995 / 0.005) / std::log(100.0), 1e-12);
+  EXPECT_NEAR(p99_factor(0.005, 1e6), p99_factor(0.005, never), 0.01);  // the limit
 }
 
 // A reading given the doubt on few pairs of periods is measured again the sooner: beside a
