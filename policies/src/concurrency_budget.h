@@ -182,8 +182,9 @@ inline constexpr double kTailExploreShare = 0.005;
 // tail_factor) and where, taken as many errors high, running it this share of production's busy
 // time would not stretch the server's p99 beyond tail_factor (p99_factor). The mode then runs
 // this share, one window at a time (brief_exposure), taken from paused's time and then from the
-// other mode's (beside a server gated, cheap, takes all the time the allowance gives), its cost
-// set aside from the allowance as exploring's is. Held at kTailExploreShare instead, a reading got
+// other mode's (beside a server gated, cheap, takes all the time the allowance gives), whether
+// production is owed a loss or not (as a robust recheck), its charged cost set aside from the
+// allowance as exploring's is. Held at kTailExploreShare instead, a reading got
 // a pair of periods about every 10 s of busy production and stayed what a fresh daemon's first
 // pairs had read: on the H100 (S2's resnet50 server beside transformer training, 2026-11-28 calls
 // 89-91) 6 of 12 daemons read beside at 0.13-0.34 +- 0.05-0.13 and held it for the rest of the

@@ -298,6 +298,9 @@ TEST(ModeShares, TailHeldReadingsAreRechecked) {
   EXPECT_NEAR(contested[kBeside], kTailRecheckShare, 1e-9);
   EXPECT_NEAR(contested[kPaused], tail.reference_share, 1e-9);
   EXPECT_NEAR(contested[kGated], 1 - tail.reference_share - kTailRecheckShare, 1e-9);
+  // While production is owed a loss, nothing is explored, but a contested reading is rechecked.
+  const auto owed = mode_shares(server({.harm = 0.15, .error = 0.07, .samples = 16}), tail, 0.01);
+  EXPECT_NEAR(owed[kBeside], kTailRecheckShare, 1e-9);
   const auto clear = mode_shares(server({.harm = 0.3, .error = 0.04, .samples = 16}), tail);
   EXPECT_NEAR(clear[kBeside], kTailExploreShare, 1e-9);
   const auto unbearable = mode_shares(server({.harm = 0.15, .error = 0.2, .samples = 16}), tail);
