@@ -451,8 +451,34 @@ void ConcurrencyBudget::record_gain(RunMode mode, double launches) {
   if (launches >= 0) add(gains_[index(mode)], launches);
 }
 
-void ConcurrencyBudget::record_busy(RunMode mode, double share) {
-  if (mode == RunMode::paused && share >= 0) add(paused_busy_, std::min(share, 1.0));
+bool loop_left(const std::optional<double>& paused, const std::optional<double>& running,
+               const ConcurrencySettings& settings) {
+  return paused && running && *paused >= settings.gaps_limit &&
+         *running < settings.gaps_limit - kLoopLeftMargin;
+}
+
+bool ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
+  if (!(share >= 0)) return false;
+  share = std::min(share, 1.0);
+  if (mode == RunMode::paused) {
+    add(paused_busy_, share);
+    return false;
+  }
+  if (!working) return false;
+  add(running_busy_, share);
+  const std::optional<double> running =
+      running_busy_.size() >= settings_.samples
+          ? std::optional<double>(median(running_busy_.begin(), running_busy_.end()))
+          : std::nullopt;
+  if (!loop_left(paused_busy(), running, settings_)) return false;
+  // What was learnt of a loop: its costs, the gains beside it, its in-flight share. The debt
+  // (ran_) stays: production's loss so far is its own.
+  series_.clear();
+  for (auto& gains : gains_) gains.clear();
+  paused_busy_.clear();
+  running_busy_.clear();
+  ++relearnt_;
+  return true;
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {

@@ -339,6 +339,25 @@ std::optional<ModeCost> job_cost(const std::optional<ModeCost>& in_flight,
                                  const std::optional<ModeCost>& throughput,
                                  const ConcurrencySettings& settings);
 
+// A loop that became a server. The budget reads production's in-flight share (`busy`) from its
+// paused windows only, and where beside costs little they are the reference share (5 %) of its
+// busy time: a reading taken while production kept the GPU busy is then kept for long after it
+// started to leave gaps, and so are the costs measured then. On the H100 (S2, the resnet50 server
+// at load 0.5, 2026-11-28 call 93) a fresh daemon's first paused windows met the server in flight
+// all of each (its queue full from its start), read beside's cost at 4-5 % as a loop's, took it
+// for a loop (no tail bound) and ran beside 0.95 of the time; once its requests came at their
+// rate one paused window in 7 s came, the 16 kept read 1.00 for the rest of the run, and the
+// server, beside slowing it by about 17 % (35 kernels per ms in flight paused against 26-34
+// beside), kept its queue: p50 83.8 ms and p99 199 ms against 8-13 and 20-60 isolated. A
+// window of another mode can only be busier than a paused one at the same load (production is
+// slowed there, or runs as a loop): where the recent ones (`running`, their median over
+// ConcurrencySettings::samples windows with work) are in flight less than
+// gaps_limit - kLoopLeftMargin while the paused ones (`paused`) read gaps_limit or more,
+// production has changed since the paused ones. Pure.
+inline constexpr double kLoopLeftMargin = 0.05;
+bool loop_left(const std::optional<double>& paused, const std::optional<double>& running,
+               const ConcurrencySettings& settings);
+
 class ConcurrencyBudget {
  public:
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}
@@ -352,8 +371,14 @@ class ConcurrencyBudget {
   // What the opportunistic jobs launched together over one window's time in `mode`.
   void record_gain(RunMode mode, double launches);
   // The share of one window in `mode` in which the busiest production job had work in flight
-  // (ModeMeasures::busy; only paused windows are kept: beside ones are production slowed).
-  void record_busy(RunMode mode, double share);
+  // (ModeMeasures::busy reads the paused windows: the others are production slowed). A window
+  // of the other modes counts only where production did work in it (`working`: one it left
+  // part-way, into an idle phase, is not its pattern); where they say production now leaves
+  // gaps that its paused windows never showed (loop_left), what the budget learnt is dropped
+  // and learnt again (relearnt). Returns whether it was.
+  bool record_busy(RunMode mode, double share, bool working = true);
+  // How often record_busy found production changed from a loop to a job with gaps.
+  int relearnt() const { return relearnt_; }
   // Drops the production jobs not in `alive`.
   void retain(const std::set<uint64_t>& alive);
   // Something came between the last period and the next (production idled, the mechanism
@@ -415,7 +440,9 @@ class ConcurrencyBudget {
   ConcurrencySettings settings_;
   std::map<uint64_t, Series> series_;  // by production job
   std::array<std::deque<double>, kRunModes> gains_;
-  std::deque<double> paused_busy_;  // record_busy's paused windows
+  std::deque<double> paused_busy_;   // record_busy's paused windows
+  std::deque<double> running_busy_;  // ... and the other modes' windows with work
+  int relearnt_ = 0;
   std::array<double, kRunModes> credit_{};
   std::array<double, kRunModes> ran_{};  // periods run in each mode, decayed (loss_debt)
 };

@@ -937,6 +937,45 @@ TEST(ConcurrencyBudget, ACostRemembersItsLastSamplesDifferences) {
   }
 }
 
+// loop_left: only where the paused windows read no gaps and the others, which can only be
+// busier, clearly show some.
+TEST(ConcurrencyBudget, ALoopLeftWhereItsOtherWindowsShowGaps) {
+  const ConcurrencySettings s = settings();  // gaps_limit 0.9
+  EXPECT_TRUE(loop_left(1.0, 0.7, s));
+  EXPECT_TRUE(loop_left(0.95, 0.84, s));
+  EXPECT_FALSE(loop_left(1.0, 0.86, s));  // within kLoopLeftMargin
+  EXPECT_FALSE(loop_left(0.8, 0.5, s));   // read as leaving gaps already
+  EXPECT_FALSE(loop_left(std::nullopt, 0.5, s));
+  EXPECT_FALSE(loop_left(1.0, std::nullopt, s));
+}
+
+// What the budget learnt of a loop is dropped once samples (16) windows of the other modes with
+// work show gaps; the paused windows' reading goes with it. Windows left part-way (not working)
+// and paused ones do not count toward it.
+TEST(ConcurrencyBudget, WhatALoopTaughtIsDroppedWhenItLeavesGaps) {
+  ConcurrencyBudget budget(settings());
+  for (int i = 0; i < 4; ++i) {
+    period(budget, 1, RunMode::paused, 1000);
+    budget.record_busy(RunMode::paused, 1.0);
+    period(budget, 1, RunMode::beside, 950);
+    budget.record_busy(RunMode::beside, 1.0);
+  }
+  budget.record_gain(RunMode::beside, 80);
+  ASSERT_TRUE(budget.measures().cost[kBeside]);
+  ASSERT_EQ(budget.measures().busy, 1.0);
+  for (size_t i = 0; i < 16; ++i) EXPECT_FALSE(budget.record_busy(RunMode::beside, 0.2, false));
+  for (size_t i = 0; i < 16; ++i) EXPECT_FALSE(budget.record_busy(RunMode::paused, 0.95));
+  // 4 windows beside so far, in flight all of each: 12 more with gaps fill the 16.
+  for (size_t i = 0; i < 11; ++i) EXPECT_FALSE(budget.record_busy(RunMode::beside, 0.6)) << i;
+  EXPECT_EQ(budget.relearnt(), 0);
+  EXPECT_TRUE(budget.record_busy(RunMode::beside, 0.6));
+  EXPECT_EQ(budget.relearnt(), 1);
+  const ModeMeasures m = budget.measures();
+  EXPECT_FALSE(m.cost[kBeside]);
+  EXPECT_FALSE(m.gain[kBeside]);
+  EXPECT_FALSE(m.busy);
+}
+
 TEST(ConcurrencyBudget, AWindowWithoutWorkOrBusyTimeSaysNothing) {
   ConcurrencyBudget budget(settings());
   for (int i = 0; i < 3; ++i) {
@@ -1017,9 +1056,15 @@ struct Case {
   // at `gated_saturated_speed` of its speed: the opportunistic job's kernels slip into each short
   // gap and slow the requests behind them (on the H100, S2 call 87, about half).
   bool queue = false;
+  double load = 0.4;
   double burst_load = 0;
   int burst_from = 0, burst_windows = 0;
   double gated_saturated_speed = 1;
+  // First, production a closed loop in flight all of each window for this many windows (a
+  // server whose queue is full from its start), which running beside slows by
+  // `loop_beside_cost`; the server after them.
+  int loop_windows = 0;
+  double loop_beside_cost = 0;
 };
 constexpr double kDipSpeed = 0.25;
 struct Outcome {
@@ -1030,6 +1075,7 @@ struct Outcome {
   int longest_beside = 0;    // the most busy windows in a row beside, over the whole run
   int saturated = 0;         // busy windows production spent in flight at least 0.9 of
   int held = 0;              // a queueing server's windows the trace names held (" held")
+  int relearnt = 0;          // times the budget learnt again (the trace's " relearnt=N")
 };
 
 Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 10) {
@@ -1069,8 +1115,11 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
     const RunMode mode = opportunistic_gate.paused                 ? RunMode::paused
                          : opportunistic_gate.production_idle_only ? RunMode::gated
                                                                    : RunMode::beside;
-    const double cost = mode == RunMode::paused ? 0
+    const bool looping = t < c.loop_windows;
+    const bool closed_loop = c.closed_loop || looping;
+    const double cost = mode == RunMode::paused  ? 0
                         : mode == RunMode::gated ? c.gated_cost
+                        : looping                ? c.loop_beside_cost
                                                  : c.beside_cost;
     const double mode_gain = mode == RunMode::paused ? 0
                              : mode == RunMode::gated ? c.gated_gain
@@ -1089,11 +1138,11 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
         kSpeed * (1 - cost) * noise(random) * slow * start_up * std::exp(wander + shake);
     const double cpu_side = mode == RunMode::beside ? 1 - c.cpu_side_cost : 1;
     double busy_s =
-        c.closed_loop ? 0.05 * c.in_flight_share * cpu_side : std::min(0.05, 0.02 * kSpeed / speed);
+        closed_loop ? 0.05 * c.in_flight_share * cpu_side : std::min(0.05, 0.02 * kSpeed / speed);
     double work = busy ? speed * busy_s : 0;
-    if (c.queue && !c.closed_loop) {
+    if (c.queue && !closed_loop) {
       const bool bursting = t >= c.burst_from && t < c.burst_from + c.burst_windows;
-      const double arriving = busy ? (bursting ? c.burst_load : 0.4) * kSpeed * 0.05 : 0;
+      const double arriving = busy ? (bursting ? c.burst_load : c.load) * kSpeed * 0.05 : 0;
       const double served_at =
           speed * (mode == RunMode::gated && was_saturated ? c.gated_saturated_speed : 1);
       work = std::min(backlog + arriving, served_at * 0.05);
@@ -1138,20 +1187,23 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
       }
     }
     if (t >= measured_from_s * 20) {
-      relative_speed += (1 - cost) * (c.closed_loop ? cpu_side : 1);
+      relative_speed += (1 - cost) * (closed_loop ? cpu_side : 1);
       gain += mode_gain;
       paused += mode == RunMode::paused ? 1 : 0;
       beside += mode == RunMode::beside ? 1 : 0;
       ++windows;
     }
   }
-  const Outcome outcome{.production = relative_speed / windows,
-                        .opportunistic = gain / windows,
-                        .paused = paused / windows,
-                        .beside = beside / windows,
-                        .longest_beside = longest_beside,
-                        .saturated = saturated,
-                        .held = held};
+  Outcome outcome{.production = relative_speed / windows,
+                  .opportunistic = gain / windows,
+                  .paused = paused / windows,
+                  .beside = beside / windows,
+                  .longest_beside = longest_beside,
+                  .saturated = saturated,
+                  .held = held};
+  const std::string text = made.policy->explain();
+  if (const size_t at = text.find(" relearnt="); at != std::string::npos)
+    outcome.relearnt = std::stoi(text.substr(at + 10));
   std::printf(
       "costs %.2f/%.2f, gains %.2f/%.2f (%s): production %.3f, opportunistic %.3f, paused %.2f\n",
       c.gated_cost, c.beside_cost, c.gated_gain, c.beside_gain,
@@ -1574,6 +1626,48 @@ TEST(HarvestConcurrency, AServersMisreadIsRecheckedNotKept) {
   const Fleet costly = run_fleet(c, 40, 20, 3);
   EXPECT_LE(costly.mean.beside, 0.01);
   EXPECT_EQ(costly.held, 40);
+}
+
+// A server whose queue is full from its start runs as a loop (in flight all of each window) for
+// its first 20 s, where running beside slows it by 2 %; then its requests come at 0.6 of its
+// speed and beside slows it by 15 %, which stretches its requests 1.6 times (sojourn_factor).
+// The windows beside it show the gaps that its paused ones, 16 of them kept, all read as a
+// loop's, will not show for seconds: the budget learns again (loop_left) and takes it for the
+// server it is. Over the 20 s after the change beside ran 0.035 of its busy time (learning one
+// window at a time, then held by the tail bound) and production kept 0.980, as beside a server
+// never seen as a loop (0.005, 0.980). Without it beside ran 0.95 of the time for the first 5 s
+// after the change, until enough new pairs outweighed the loop's in the cost: 0.240, 0.951.
+TEST(HarvestConcurrency, ALoopThatBecomesAServerIsLearntAgain) {
+  Case c{0.02, 0.3, 0.15, 0.8, false};
+  c.on_mps = true;
+  c.queue = true;
+  c.load = 0.6;
+  c.loop_windows = 400;
+  c.loop_beside_cost = 0.02;
+  const Outcome changed = run_concurrency(c, 40, 20);
+  c.loop_windows = 0;
+  const Outcome server = run_concurrency(c, 40, 20);
+  std::printf("beside %.3f (a server from its start %.3f), saturated %d (%d), relearnt %d\n",
+              changed.beside, server.beside, changed.saturated, server.saturated, changed.relearnt);
+  EXPECT_EQ(changed.relearnt, 1);
+  EXPECT_EQ(server.relearnt, 0);
+  EXPECT_LE(changed.beside, server.beside + 0.05);
+  EXPECT_GE(changed.production, server.production - 0.01);
+}
+
+// Not a loop that left: a loop with short busy phases (5 windows on, 5 off), whose windows
+// beside it include the partial ones where it stops, keeps what it learnt, as does a loop of
+// 1 s phases; each harvests as before (AFreshWindowLearnsBesideFirst's kind of pair).
+TEST(HarvestConcurrency, ALoopsShortPhasesAreNotTakenForAChange) {
+  for (int phase : {5, 20}) {
+    Case c{0.02, 0.3, 0.02, 0.8};
+    c.on_mps = true;
+    c.phase_windows = phase;
+    c.jitter = 0.15;
+    const Outcome o = run_concurrency(c, 30, 10);
+    std::printf("phases of %d windows: relearnt %d, beside %.3f\n", phase, o.relearnt, o.beside);
+    EXPECT_EQ(o.relearnt, 0);
+  }
 }
 
 // The trace names what the budget's decision rested on: each mode's cost, gain and share.
