@@ -482,7 +482,12 @@ bool ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
-  std::erase_if(series_, [&](const auto& entry) { return !alive.count(entry.first); });
+  // The in-flight readings were of the jobs there were: a server that replaces a loop (or a loop
+  // a server) is read afresh, not through the median of its predecessor's windows.
+  if (std::erase_if(series_, [&](const auto& entry) { return !alive.count(entry.first); }) > 0) {
+    paused_busy_.clear();
+    running_busy_.clear();
+  }
 }
 
 void ConcurrencyBudget::break_sequence() {

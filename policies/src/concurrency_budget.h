@@ -379,7 +379,8 @@ class ConcurrencyBudget {
   bool record_busy(RunMode mode, double share, bool working = true);
   // How often record_busy found production changed from a loop to a job with gaps.
   int relearnt() const { return relearnt_; }
-  // Drops the production jobs not in `alive`.
+  // Drops the production jobs not in `alive`, and with any of them the in-flight readings
+  // (ModeMeasures::busy), which were of the jobs there were.
   void retain(const std::set<uint64_t>& alive);
   // Something came between the last period and the next (production idled, the mechanism
   // changed): the next period is not set against the last, and the current one is dropped.

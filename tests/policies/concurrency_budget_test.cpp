@@ -754,6 +754,12 @@ TEST(ConcurrencyBudget, TheCostliestProductionJobDecidesAndGoneJobsAreForgotten)
   // A production job not yet measured leaves the costs unknown: every mode is measured again.
   budget.record_speed(3, RunMode::paused, 100, 1e9);
   EXPECT_FALSE(budget.measures().cost[kBeside]);
+  // The in-flight reading goes with a job that left; one that stays keeps it.
+  for (int i = 0; i < 3; ++i) budget.record_busy(RunMode::paused, 1.0);
+  budget.retain({1, 3});
+  EXPECT_EQ(budget.measures().busy, 1.0);
+  budget.retain({3});
+  EXPECT_FALSE(budget.measures().busy);
 }
 
 // job_cost: the cost in throughput counts only where it shows a loss beyond the target's
