@@ -19,7 +19,9 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # S1_SKIP: the same for S1a and S1b alone (default: BENCH_SKIP), so that S1a can keep the
 # thread-limit rows its frontier is drawn from while the other parts leave them out.
 # S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3; S2_REPS, S2_BUDGET, S2_LIMIT:
-# S2's repetitions (default 3), time budget (520 s) and limit (570 s); on a host of several lanes
+# S2's repetitions (default 3), time budget (520 s) and limit (570 s); S2_LOADS: the resnet50
+# server's loads (default "0.3 0.5"; "1.5 0.5" gives each daemon a server whose queue stays full
+# for a window before one with gaps, in the order each repetition shuffles its windows into); on a host of several lanes
 # the servers' own tail was 14 times their p50 (2026-11-27, call 72), so S2's tail wants more
 # repetitions on one GPU (tools/bench/s2_tail.py pools them). S1_LATE: S1a's and S1b's
 # NT also over the window after that many seconds (run.py --late-s).
@@ -190,7 +192,7 @@ for part in "$@"; do
            --late-s "${S1_LATE:-0}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
     s1b) bench 560 --scenario S1 --out "$out/s1b" --prod resnet50_train_b8 --window "${S1_WINDOW:-8}" --reps "${S1_REPS:-3}" --budget-s "${S1_BUDGET:-500}" \
            "${S1_ROWS[@]}" --late-s "${S1_LATE:-0}" "${G[@]}" --gpushare-log-level trace "${POLICIES[@]}" ;;
-    s2) bench "${S2_LIMIT:-570}" --scenario S2 --out "$out/s2" --window 4 --reps "${S2_REPS:-3}" --loads 0.3 0.5 \
+    s2) bench "${S2_LIMIT:-570}" --scenario S2 --out "$out/s2" --window 4 --reps "${S2_REPS:-3}" --loads ${S2_LOADS:-0.3 0.5} \
           --budget-s "${S2_BUDGET:-520}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
     s2-transformer) bench "${S2_LIMIT:-570}" --scenario S2 --out "$out/s2t" --prod transformer_infer_b8 --window 4 \
           --reps "${S2_REPS:-3}" --loads 0.3 0.5 --budget-s "${S2_BUDGET:-520}" "${ROWS[@]}" mps-thr20 "${G[@]}" "${POLICIES[@]}" ;;
