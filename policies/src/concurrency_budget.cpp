@@ -457,20 +457,20 @@ bool loop_left(const std::optional<double>& paused, const std::optional<double>&
          *running < settings.gaps_limit - kLoopLeftMargin;
 }
 
-bool ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
-  if (!(share >= 0)) return false;
+void ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
+  if (!(share >= 0)) return;
   share = std::min(share, 1.0);
   if (mode == RunMode::paused) {
     add(paused_busy_, share);
-    return false;
+    return;
   }
-  if (!working) return false;
+  if (!working) return;
   add(running_busy_, share);
   const std::optional<double> running =
       running_busy_.size() >= settings_.samples
           ? std::optional<double>(median(running_busy_.begin(), running_busy_.end()))
           : std::nullopt;
-  if (!loop_left(paused_busy(), running, settings_)) return false;
+  if (!loop_left(paused_busy(), running, settings_)) return;
   // What was learnt of a loop: its costs, the gains beside it, its in-flight share. The debt
   // (ran_) stays: production's loss so far is its own.
   series_.clear();
@@ -478,7 +478,6 @@ bool ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
   paused_busy_.clear();
   running_busy_.clear();
   ++relearnt_;
-  return true;
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {

@@ -375,8 +375,8 @@ class ConcurrencyBudget {
   // of the other modes counts only where production did work in it (`working`: one it left
   // part-way, into an idle phase, is not its pattern); where they say production now leaves
   // gaps that its paused windows never showed (loop_left), what the budget learnt is dropped
-  // and learnt again (relearnt). Returns whether it was.
-  bool record_busy(RunMode mode, double share, bool working = true);
+  // and learnt again (relearnt).
+  void record_busy(RunMode mode, double share, bool working = true);
   // How often record_busy found production changed from a loop to a job with gaps.
   int relearnt() const { return relearnt_; }
   // Drops the production jobs not in `alive`, and with any of them the in-flight readings

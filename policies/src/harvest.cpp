@@ -311,8 +311,9 @@ class HarvestPolicy final : public Policy {
     // gating_busy_limit (it runs in production's gaps).
     char busy[32] = " busy=?";
     if (measures.busy) std::snprintf(busy, sizeof busy, " busy=%.2f", *measures.busy);
-    // A gated window held because production left no gaps (saturated_hold): its gates say paused.
-    // How often production, read as a loop, was found leaving gaps and the costs learnt again.
+    // How often production, read as a loop, was found leaving gaps and the costs learnt again;
+    // then a gated window held because production left no gaps (saturated_hold: its gates say
+    // paused).
     const std::string relearnt =
         budget_.relearnt() > 0 ? " relearnt=" + std::to_string(budget_.relearnt()) : "";
     return text + busy + relearnt + (saturated_hold() ? " held" : "");
@@ -547,7 +548,6 @@ class HarvestPolicy final : public Policy {
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
     std::optional<double> busiest;  // the busiest measured production job's in-flight share
-    bool production_progress = false;  // some measured production job did work in the window
     bool recorded = false;          // some production job's window went to the budget
     warming_ = false;
     for (const JobObservation& job : device.jobs) {
@@ -572,7 +572,6 @@ class HarvestPolicy final : public Policy {
       if (job.in_flight_ns && device.window_ns > 0)
         busiest = std::max(busiest.value_or(0.0), static_cast<double>(*job.in_flight_ns) /
                                                       static_cast<double>(device.window_ns));
-      production_progress = production_progress || production_[job.job_id].window_progress > 0;
       // A window of an idle job (before idle_windows declare it so) does not count.
       recorded =
           budget_.record_speed(job.job_id, mode_,
@@ -582,7 +581,7 @@ class HarvestPolicy final : public Policy {
           recorded;
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
-    if (busiest) budget_.record_busy(mode_, *busiest, production_progress);
+    if (busiest) budget_.record_busy(mode_, *busiest, recorded);
     budget_.retain(alive);
     std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
     if (brief && recorded && !warming_) period_over = true;

@@ -969,12 +969,15 @@ TEST(ConcurrencyBudget, WhatALoopTaughtIsDroppedWhenItLeavesGaps) {
   budget.record_gain(RunMode::beside, 80);
   ASSERT_TRUE(budget.measures().cost[kBeside]);
   ASSERT_EQ(budget.measures().busy, 1.0);
-  for (size_t i = 0; i < 16; ++i) EXPECT_FALSE(budget.record_busy(RunMode::beside, 0.2, false));
-  for (size_t i = 0; i < 16; ++i) EXPECT_FALSE(budget.record_busy(RunMode::paused, 0.95));
-  // 4 windows beside so far, in flight all of each: 12 more with gaps fill the 16.
-  for (size_t i = 0; i < 11; ++i) EXPECT_FALSE(budget.record_busy(RunMode::beside, 0.6)) << i;
+  for (size_t i = 0; i < 16; ++i) budget.record_busy(RunMode::beside, 0.2, false);
+  for (size_t i = 0; i < 16; ++i) budget.record_busy(RunMode::paused, 0.95);
   EXPECT_EQ(budget.relearnt(), 0);
-  EXPECT_TRUE(budget.record_busy(RunMode::beside, 0.6));
+  // 4 windows beside so far, in flight all of each: 12 more with gaps fill the 16.
+  for (size_t i = 0; i < 11; ++i) {
+    budget.record_busy(RunMode::beside, 0.6);
+    EXPECT_EQ(budget.relearnt(), 0) << i;
+  }
+  budget.record_busy(RunMode::beside, 0.6);
   EXPECT_EQ(budget.relearnt(), 1);
   const ModeMeasures m = budget.measures();
   EXPECT_FALSE(m.cost[kBeside]);

@@ -21,10 +21,10 @@ G=(--shim "$carry/libgpushare.so" --gpushare-daemon "$D" --tmp "${BENCH_TMP:-/tm
 # S1_REPS: repetitions of S1a and S1b (default 3); REPS: of S5 and S3; S2_REPS, S2_BUDGET, S2_LIMIT:
 # S2's repetitions (default 3), time budget (520 s) and limit (570 s); S2_LOADS: the resnet50
 # server's loads (default "0.3 0.5"; "1.5 0.5" gives each daemon a server whose queue stays full
-# for a window before one with gaps, in the order each repetition shuffles its windows into); on a host of several lanes
-# the servers' own tail was 14 times their p50 (2026-11-27, call 72), so S2's tail wants more
-# repetitions on one GPU (tools/bench/s2_tail.py pools them). S1_LATE: S1a's and S1b's
-# NT also over the window after that many seconds (run.py --late-s).
+# for a window before one with gaps, in the order each repetition shuffles its windows into); on
+# a host of several lanes the servers' own tail was 14 times their p50 (2026-11-27, call 72), so
+# S2's tail wants more repetitions on one GPU (tools/bench/s2_tail.py pools them). S1_LATE: S1a's
+# and S1b's NT also over the window after that many seconds (run.py --late-s).
 # S5_WINDOW, S5_BUDGET, S5_LIMIT: the S5 parts' window, time budget and limit (seconds; defaults
 # below); S5_LATE: their NT also over the window after that many seconds (run.py --late-s), e.g. a
 # 20 s window with S5_LATE=6 tells a fresh daemon's learning from how it shares afterwards.
