@@ -470,14 +470,20 @@ void ConcurrencyBudget::record_busy(RunMode mode, double share, bool working) {
       running_busy_.size() >= settings_.samples
           ? std::optional<double>(median(running_busy_.begin(), running_busy_.end()))
           : std::nullopt;
-  if (!loop_left(paused_busy(), running, settings_)) return;
-  // What was learnt of a loop: its costs, the gains beside it, its in-flight share. The debt
-  // (ran_) stays: production's loss so far is its own.
+  if (loop_left(paused_busy(), running, settings_)) relearn();
+}
+
+void ConcurrencyBudget::relearn() {
   series_.clear();
   for (auto& gains : gains_) gains.clear();
   paused_busy_.clear();
   running_busy_.clear();
   ++relearnt_;
+}
+
+bool speed_jumped(const std::deque<double>& paused_speeds, double speed) {
+  return paused_speeds.size() >= kJumpPeriods &&
+         speed > median(paused_speeds.begin(), paused_speeds.end()) + kMaxDifference;
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
@@ -496,14 +502,18 @@ void ConcurrencyBudget::break_sequence() {
   }
 }
 
-void ConcurrencyBudget::close_period(Series& series, RunMode finished) {
+bool ConcurrencyBudget::close_period(Series& series, RunMode finished) {
   const Period period = std::exchange(series.current, Period{});
   if (period.mode != finished || !(period.work > 0) || !(period.busy_s > 0)) {
     series.last.reset();  // a period not measured: the next one has no neighbour
-    return;
+    return false;
   }
   const Speeds speeds{.in_flight = std::log(period.work / period.busy_s),
                       .throughput = std::log(period.work / period.window_s)};
+  if (finished == RunMode::paused) {
+    if (speed_jumped(series.paused_speeds, speeds.in_flight)) return true;
+    add(series.paused_speeds, speeds.in_flight);
+  }
   if (series.last && series.last->first != finished) {
     const auto [earlier, earlier_speeds] = *series.last;
     const bool ordered = index(earlier) < index(finished);
@@ -518,6 +528,7 @@ void ConcurrencyBudget::close_period(Series& series, RunMode finished) {
         difference(speeds.throughput, earlier_speeds.throughput));
   }
   series.last = {finished, speeds};
+  return false;
 }
 
 ModeMeasures ConcurrencyBudget::measures() const {
@@ -575,7 +586,9 @@ bool ConcurrencyBudget::learning() const {
 
 RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
   length = std::max(0.0, length);
-  for (auto& [id, series] : series_) close_period(series, finished);
+  bool jumped = false;
+  for (auto& [id, series] : series_) jumped = close_period(series, finished) || jumped;
+  if (jumped) relearn();
   for (double& weight : ran_) weight *= std::pow(1 - 1 / kDebtMemory, length);
   ran_[index(finished)] += length;
   const ModeMeasures m = measures();

@@ -358,6 +358,26 @@ inline constexpr double kLoopLeftMargin = 0.05;
 bool loop_left(const std::optional<double>& paused, const std::optional<double>& running,
                const ConcurrencySettings& settings);
 
+// A start-up that outlasts the warm-up. The warm-up counts windows with progress (the policy's
+// warm_up_ms), and a job that begins with a trickle of kernels (loading, compiling, a few probes a
+// window) spends it before its work starts: on four H200s (S5 gappy resnet50 b8 beside
+// mobilenet_v2 b64, 2026-11-28 call 99) the daemons of each lane's first repetition, with eleven
+// workers starting at once, met production at 1-4 kernels a window (about 1 kernel per ms in
+// flight, against 25-30 later) for 2 s, read beside's cost from those periods' pairs (-0.12 +-
+// 0.66 and 0.47 +- 0.12 on 3 pairs) and held it: beside ran 0.04-0.12 of production's busy time
+// for the whole window (the opportunistic job at 0.02-0.09 of its solo speed), where the same
+// rows ran it about 0.9 in the later repetitions. A paused period whose speed in flight is more
+// than a factor e (kMaxDifference, in log speed) above the median of the job's paused periods
+// before it (kJumpPeriods of them at least) says production's solo speed has changed: what was
+// learnt is dropped and learnt again (as where a loop left, loop_left). A stall only slows a
+// period, and a job's paused periods spread 0.1-0.2 in log speed (on the H100, S5 and S1b). Three
+// periods at least, so that one odd period does not make the median: on two H200s (S1b, call 101)
+// a daemon's two paused periods before the work were the job's warm-up steps (28 kernels per ms)
+// and the window it stopped in (4), and the first paused period of its work (40) stood a factor e
+// above their median. Pure.
+inline constexpr size_t kJumpPeriods = 3;
+bool speed_jumped(const std::deque<double>& paused_speeds, double speed);
+
 class ConcurrencyBudget {
  public:
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}
@@ -377,7 +397,8 @@ class ConcurrencyBudget {
   // gaps that its paused windows never showed (loop_left), what the budget learnt is dropped
   // and learnt again (relearnt).
   void record_busy(RunMode mode, double share, bool working = true);
-  // How often record_busy found production changed from a loop to a job with gaps.
+  // How often production was found changed (record_busy: a loop that left gaps; next_period: a
+  // solo speed that jumped, speed_jumped) and what was learnt of it dropped.
   int relearnt() const { return relearnt_; }
   // Drops the production jobs not in `alive`, and with any of them the in-flight readings
   // (ModeMeasures::busy), which were of the jobs there were.
@@ -433,10 +454,15 @@ class ConcurrencyBudget {
     std::optional<std::pair<RunMode, Speeds>> last;  // the previous period's mode and speeds
     PairedDifferences differences;                   // of the speed in flight
     PairedDifferences throughput_differences;        // of the throughput
+    std::deque<double> paused_speeds;                // its paused periods' (in flight, log)
   };
   void add(std::deque<double>& samples, double value) const;
   bool brief(RunMode mode, const ModeMeasures& measures) const;
-  void close_period(Series& series, RunMode finished);
+  // Returns whether the period was a paused one whose speed jumped (speed_jumped).
+  bool close_period(Series& series, RunMode finished);
+  // Drops what was learnt of production (its costs, the gains beside it, its in-flight readings;
+  // not the debt, ran_: its loss so far is its own).
+  void relearn();
 
   ConcurrencySettings settings_;
   std::map<uint64_t, Series> series_;  // by production job

@@ -105,8 +105,13 @@ const ParameterSpec kParameters[] = {
     {"queue_ms", 8, 0, 1000,
      "with concurrency: while production runs beside the opportunistic jobs, each of them may "
      "keep about this much of its own work queued on the GPU (in kernels, at the rate it launched "
-     "there recently), so that production, paused, meets a short queue; also the least of the "
-     "bound while production idles (idle_queue_ms); 0: no bound beside production"},
+     "there recently), so that production, paused, meets a short queue (loop_queue_ms where "
+     "production is a loop); also the least of the bound while production idles "
+     "(idle_queue_ms); 0: no bound beside production"},
+    {"loop_queue_ms", 16, 0, 1000,
+     "with concurrency: queue_ms where production keeps the GPU busy (its paused windows in "
+     "flight at least gating_busy_limit of the time: a loop, which meets the queue only behind its "
+     "own kernels and as a paused period begins); 0: no bound there"},
     {"idle_queue_ms", 16, 0, 1000,
      "with kernel_gating or concurrency: the most each opportunistic job may keep queued while "
      "every production job idles (after idle_windows), so that production, back, meets a short "
@@ -246,6 +251,7 @@ class HarvestPolicy final : public Policy {
         idle_release_(p.at("idle_release") != 0),
         in_flight_(static_cast<uint32_t>(p.at("in_flight"))),
         queue_ms_(p.at("queue_ms")),
+        loop_queue_ms_(p.at("loop_queue_ms")),
         idle_queue_ms_(p.at("idle_queue_ms")),
         warm_up_ns_(static_cast<uint64_t>(p.at("warm_up_ms") * 1e6)),
         kernel_gating_(p.at("kernel_gating") != 0),
@@ -776,6 +782,8 @@ class HarvestPolicy final : public Policy {
         limited ? split_by_weight(limit_ * window_s_, claims) : std::vector<double>{};
     // While production idles each opportunistic job may queue this much of its work.
     const double idle_ms = idle_queue_ms(busy_phases_.typical_s(), queue_ms_, idle_queue_ms_);
+    const double beside_ms =
+        beside_queue_ms(budget_.paused_busy(), gating_busy_limit_, queue_ms_, loop_queue_ms_);
     // idle_release: production idle for a window while the budget holds the opportunistic jobs
     // paused. Waiting for idle_windows (3) to declare it idle left the GPU idle for 150-200 ms of
     // each of production's idle phases (S5 on the H100, 2026-11-27: take back 200 ms beside a
@@ -818,7 +826,7 @@ class HarvestPolicy final : public Policy {
             : gating() && !production_idle_     ? in_flight_
             : released                          ? least
             : state.state == QueueState::idle   ? state.idle_rate.bound(idle_ms, least)
-            : state.state == QueueState::beside ? state.beside_rate.bound(queue_ms_, least)
+            : state.state == QueueState::beside ? state.beside_rate.bound(beside_ms, least)
                                                 : 0;
         // With concurrency and production idle, the relay holds the opportunistic jobs the moment
         // production launches again, until the next tick applies the mode of the busy period: in
@@ -858,7 +866,7 @@ class HarvestPolicy final : public Policy {
   const uint32_t idle_windows_needed_;
   const bool idle_release_;
   const uint32_t in_flight_;
-  const double queue_ms_, idle_queue_ms_;
+  const double queue_ms_, loop_queue_ms_, idle_queue_ms_;
   const uint64_t warm_up_ns_;
   const bool kernel_gating_;
   const double gating_busy_limit_;

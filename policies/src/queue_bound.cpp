@@ -32,6 +32,11 @@ double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double
   return std::min(most_ms, std::max(least, share));
 }
 
+double beside_queue_ms(std::optional<double> busy, double gaps_limit, double queue_ms,
+                       double loop_ms) {
+  return std::max(0.0, busy && *busy >= gaps_limit ? loop_ms : queue_ms);
+}
+
 void BusyPhases::busy(uint64_t window_ns) {
   current_ns_ += window_ns;
 }

@@ -59,6 +59,26 @@ inline constexpr double kReturnShare = 1.0 / 32;
 inline constexpr size_t kBusyPhasesKept = 5;
 double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double most_ms);
 
+// The queue allowed beside busy production, in ms: `loop_ms` where production keeps the GPU busy
+// (`busy`, its paused windows' in-flight share, at least `gaps_limit`: a loop), `queue_ms`
+// elsewhere (a server, whose requests arrive to the queue, or production not yet read). 0: no
+// bound. Pure.
+//
+// A loop on MPS meets the queue's kernels only behind its own (client priority puts its blocks
+// first) and at the start of a paused period, whose first window is not measured (it settles).
+// The bound costs the opportunistic job beside it: on four H200s (S5 gappy resnet50 b8, 1 s on
+// and off, beside mobilenet_v2 b64, 2026-11-28 call 99, 4 repetitions, each lane's first left
+// out) it got 0.70 of its solo speed while production was busy at 8 ms, 0.76 at 16 ms and 0.80
+// without a bound, against MPS-prio's 0.82-0.84; production (each repetition against its own
+// isolated run) kept 0.96, 1.00 and 0.91 (MPS-prio 1.03-1.08; where the unbounded row lost was
+// not traced). Beside S2's resnet50 server at load 0.5 (3 repetitions) the p99 was 1.29, 1.63 and
+// 1.21 times isolated's (paired; one repetition without a bound at 38 times), MPS-prio's 1.17: a
+// server keeps the shorter queue. With 16 ms beside loops (calls 100-102, 11 repetitions of S5
+// gappy at 1 s and 3 at 4 s against the same build at 8 ms) the job got 0.747-0.754 against
+// 0.661-0.720, and production the same within the repetitions' spread (docs/benchmarks.md 5e).
+double beside_queue_ms(std::optional<double> busy, double gaps_limit, double queue_ms,
+                       double loop_ms);
+
 // Production's busy phases on a device: from its return after an idle phase to the next, counting
 // the windows in which it was busy.
 class BusyPhases {

@@ -63,6 +63,17 @@ TEST(IdleQueue, IsAShareOfProductionsBusyPhaseWithinTheBounds) {
 
 // A phase counts the windows production was busy from its return to its next idle phase; the
 // typical one is the median of the last five.
+// Beside busy production: the loop's bound where production's paused windows read no gaps
+// (gaps_limit 0.9 and above), the server's below it and before any reading.
+TEST(BesideQueue, IsTheLoopsWhereProductionLeavesNoGaps) {
+  EXPECT_EQ(beside_queue_ms(1.0, 0.9, 8, 16), 16);
+  EXPECT_EQ(beside_queue_ms(0.9, 0.9, 8, 16), 16);
+  EXPECT_EQ(beside_queue_ms(0.89, 0.9, 8, 16), 8);
+  EXPECT_EQ(beside_queue_ms(std::nullopt, 0.9, 8, 16), 8);
+  EXPECT_EQ(beside_queue_ms(1.0, 0.9, 8, 0), 0);  // no bound beside a loop
+  EXPECT_EQ(beside_queue_ms(0.5, 0.9, -1, 16), 0);
+}
+
 TEST(IdleQueue, BusyPhasesAreMedianOfTheRecentOnes) {
   BusyPhases phases;
   EXPECT_FALSE(phases.typical_s());
