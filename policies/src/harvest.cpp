@@ -317,9 +317,9 @@ class HarvestPolicy final : public Policy {
     // gating_busy_limit (it runs in production's gaps).
     char busy[32] = " busy=?";
     if (measures.busy) std::snprintf(busy, sizeof busy, " busy=%.2f", *measures.busy);
-    // How often production, read as a loop, was found leaving gaps and the costs learnt again;
-    // then a gated window held because production left no gaps (saturated_hold: its gates say
-    // paused).
+    // How often what the budget learnt of production was dropped and learnt again (a loop found
+    // leaving gaps, loop_left; a solo speed that jumped, speed_jumped); then a gated window held
+    // because production left no gaps (saturated_hold: its gates say paused).
     const std::string relearnt =
         budget_.relearnt() > 0 ? " relearnt=" + std::to_string(budget_.relearnt()) : "";
     return text + busy + relearnt + (saturated_hold() ? " held" : "");

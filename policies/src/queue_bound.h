@@ -69,9 +69,9 @@ double idle_queue_ms(std::optional<double> busy_phase_s, double queue_ms, double
 // The bound costs the opportunistic job beside it: on four H200s (S5 gappy resnet50 b8, 1 s on
 // and off, beside mobilenet_v2 b64, 2026-11-28 call 99, 4 repetitions, each lane's first left
 // out) it got 0.70 of its solo speed while production was busy at 8 ms, 0.76 at 16 ms and 0.80
-// without a bound, against MPS-prio's 0.82-0.84; production (each repetition against its own
-// isolated run) kept 0.96, 1.00 and 0.91 (MPS-prio 1.03-1.08; where the unbounded row lost was
-// not traced). Beside S2's resnet50 server at load 0.5 (3 repetitions) the p99 was 1.29, 1.63 and
+// without a bound, against MPS-prio's 0.83; production (each repetition against its own
+// isolated run) kept 0.98, 0.96 and 0.93 (MPS-prio 1.04; where the unbounded row lost was not
+// traced). Beside S2's resnet50 server at load 0.5 (3 repetitions) the p99 was 1.29, 1.63 and
 // 1.21 times isolated's (paired; one repetition without a bound at 38 times), MPS-prio's 1.17: a
 // server keeps the shorter queue. With 16 ms beside loops (calls 100-102, 11 repetitions of S5
 // gappy at 1 s and 3 at 4 s against the same build at 8 ms) the job got 0.747-0.754 against
