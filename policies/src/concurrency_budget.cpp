@@ -431,7 +431,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
   return shares;
 }
 
-void ConcurrencyBudget::add(std::deque<double>& samples, double value) const {
+template <typename T>
+void ConcurrencyBudget::add(std::deque<T>& samples, T value) const {
   samples.push_back(value);
   while (samples.size() > settings_.samples) samples.pop_front();
 }
@@ -481,9 +482,15 @@ void ConcurrencyBudget::relearn() {
   ++relearnt_;
 }
 
-bool speed_jumped(const std::deque<double>& paused_speeds, double speed) {
-  return paused_speeds.size() >= kJumpPeriods &&
-         speed > median(paused_speeds.begin(), paused_speeds.end()) + kMaxDifference;
+bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& period) {
+  if (paused.size() < kJumpPeriods) return false;
+  std::deque<double> in_flight, throughput;
+  for (const PeriodSpeeds& p : paused) {
+    in_flight.push_back(p.in_flight);
+    throughput.push_back(p.throughput);
+  }
+  return period.in_flight > median(in_flight.begin(), in_flight.end()) + kMaxDifference &&
+         period.throughput > median(throughput.begin(), throughput.end()) + kJumpWork;
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
@@ -508,11 +515,11 @@ bool ConcurrencyBudget::close_period(Series& series, RunMode finished) {
     series.last.reset();  // a period not measured: the next one has no neighbour
     return false;
   }
-  const Speeds speeds{.in_flight = std::log(period.work / period.busy_s),
-                      .throughput = std::log(period.work / period.window_s)};
+  const PeriodSpeeds speeds{.in_flight = std::log(period.work / period.busy_s),
+                            .throughput = std::log(period.work / period.window_s)};
   if (finished == RunMode::paused) {
-    if (speed_jumped(series.paused_speeds, speeds.in_flight)) return true;
-    add(series.paused_speeds, speeds.in_flight);
+    if (speed_jumped(series.paused_speeds, speeds)) return true;
+    add(series.paused_speeds, speeds);
   }
   if (series.last && series.last->first != finished) {
     const auto [earlier, earlier_speeds] = *series.last;

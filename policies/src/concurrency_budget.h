@@ -358,25 +358,36 @@ inline constexpr double kLoopLeftMargin = 0.05;
 bool loop_left(const std::optional<double>& paused, const std::optional<double>& running,
                const ConcurrencySettings& settings);
 
+// A period's speeds, in log: its work per second in flight and per second of its windows.
+struct PeriodSpeeds {
+  double in_flight = 0, throughput = 0;
+};
+
 // A start-up that outlasts the warm-up. The warm-up counts windows with progress (the policy's
 // warm_up_ms), and a job that begins with a trickle of kernels (loading, compiling, a few probes a
 // window) spends it before its work starts: on four H200s (S5 gappy resnet50 b8 beside
 // mobilenet_v2 b64, 2026-11-28 call 99) the daemons of each lane's first repetition, with eleven
-// workers starting at once, met production at 1-4 kernels a window (about 1 kernel per ms in
-// flight, against 25-30 later) for 2 s, read beside's cost from those periods' pairs (-0.12 +-
-// 0.66 and 0.47 +- 0.12 on 3 pairs) and held it: beside ran 0.04-0.12 of production's busy time
-// for the whole window (the opportunistic job at 0.02-0.09 of its solo speed), where the same
-// rows ran it about 0.9 in the later repetitions. A paused period whose speed in flight is more
-// than a factor e (kMaxDifference, in log speed) above the median of the job's paused periods
-// before it (kJumpPeriods of them at least) says production's solo speed has changed: what was
-// learnt is dropped and learnt again (as where a loop left, loop_left). A stall only slows a
-// period, and a job's paused periods spread 0.1-0.2 in log speed (on the H100, S5 and S1b). Three
-// periods at least, so that one odd period does not make the median: on two H200s (S1b, call 101)
-// a daemon's two paused periods before the work were the job's warm-up steps (28 kernels per ms)
-// and the window it stopped in (4), and the first paused period of its work (40) stood a factor e
-// above their median. Pure.
+// workers starting at once, met production at 2-6 kernels a window (the median of its paused
+// windows; 1.1-4.3 kernels per ms in flight) for 2 s, against 700-1,800 a window (21-33 per ms)
+// once it worked, read beside's cost from those periods' pairs (-0.12 +- 0.66 and 0.47 +- 0.12 on
+// 3 pairs) and held it: beside ran 0.04-0.12 of production's busy time for the whole window (the
+// opportunistic job at 0.02-0.09 of its solo speed), where the same rows ran it about 0.9 in the
+// later repetitions. A paused period whose work per window is more than kJumpWork above the
+// median of the job's paused periods before it (in log: a factor e^2, 7.4; the trickle's were
+// e^5.1-e^6.6 below the work's) and whose speed in flight is more than kMaxDifference above
+// theirs (e; e^1.6-e^3.3) says production's solo speed has changed: what was learnt is dropped
+// and learnt again (as where a loop left, loop_left). Both, so that neither a server whose load
+// grows (its work per window follows its arrivals, its speed in flight does not) nor a job whose
+// paused periods often fall in the slow windows of its returns from idle (work and speed alike
+// within e^1.2 in the model of 3 windows at 0.3 of its speed after every idle phase, where the
+// speed alone fired in most runs) is taken for one; a stall only slows a period. At least
+// kJumpPeriods earlier periods, so that one odd period does not make the median: on two H200s
+// (S1b, call 101) a daemon's two paused periods before the work were the job's warm-up steps (28
+// kernels per ms) and the window they ended in (4), and the first paused period of its work (40)
+// stood a factor e above their median. Pure.
 inline constexpr size_t kJumpPeriods = 3;
-bool speed_jumped(const std::deque<double>& paused_speeds, double speed);
+inline constexpr double kJumpWork = 2 * kMaxDifference;
+bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& period);
 
 class ConcurrencyBudget {
  public:
@@ -446,17 +457,15 @@ class ConcurrencyBudget {
     RunMode mode = RunMode::paused;
     double work = 0, busy_s = 0, window_s = 0;
   };
-  struct Speeds {  // a period's, in log: work per second in flight and per second of the windows
-    double in_flight = 0, throughput = 0;
-  };
   struct Series {  // one production job's
     Period current;
-    std::optional<std::pair<RunMode, Speeds>> last;  // the previous period's mode and speeds
+    std::optional<std::pair<RunMode, PeriodSpeeds>> last;  // the previous period's mode, speeds
     PairedDifferences differences;                   // of the speed in flight
     PairedDifferences throughput_differences;        // of the throughput
-    std::deque<double> paused_speeds;                // its paused periods' (in flight, log)
+    std::deque<PeriodSpeeds> paused_speeds;          // its paused periods' (speed_jumped)
   };
-  void add(std::deque<double>& samples, double value) const;
+  template <typename T>
+  void add(std::deque<T>& samples, T value) const;  // keeps the last settings_.samples
   bool brief(RunMode mode, const ModeMeasures& measures) const;
   // Returns whether the period was a paused one whose speed jumped (speed_jumped).
   bool close_period(Series& series, RunMode finished);
