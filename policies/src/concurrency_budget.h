@@ -379,8 +379,9 @@ struct PeriodSpeeds {
 // and learnt again (as where a loop left, loop_left). Both, so that neither a server whose load
 // grows (its work per window follows its arrivals, its speed in flight does not) nor a job whose
 // paused periods often fall in the slow windows of its returns from idle (work and speed alike
-// within e^1.2 in the model of 3 windows at 0.3 of its speed after every idle phase, where the
-// speed alone fired in most runs) is taken for one; a stall only slows a period. At least
+// within e^1.2 in the model of 3 windows at 0.3 of its speed after every idle phase: over 960
+// model runs of loops and servers the speed alone fired in 183, both in none) is taken for one;
+// a stall only slows a period. At least
 // kJumpPeriods earlier periods, so that one odd period does not make the median: on two H200s
 // (S1b, call 101) a daemon's two paused periods before the work were the job's warm-up steps (28
 // kernels per ms) and the window they ended in (4), and the first paused period of its work (40)
