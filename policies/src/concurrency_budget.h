@@ -381,11 +381,11 @@ struct PeriodSpeeds {
 // paused periods often fall in the slow windows of its returns from idle (work and speed alike
 // within e^1.2 in the model of 3 windows at 0.3 of its speed after every idle phase: over 960
 // model runs of loops and servers the speed alone fired in 183, both in none) is taken for one;
-// a stall only slows a period. At least
-// kJumpPeriods earlier periods, so that one odd period does not make the median: on two H200s
-// (S1b, call 101) a daemon's two paused periods before the work were the job's warm-up steps (28
-// kernels per ms) and the window they ended in (4), and the first paused period of its work (40)
-// stood a factor e above their median. Pure.
+// a stall only slows a period. At least kJumpPeriods earlier periods, so that one odd period does
+// not make the median: on two H200s (S1b, call 101) a daemon with the speed rule alone relearnt
+// on a median of two paused periods, one of them the job's warm-up steps before a pause of the
+// harness (26-30 kernels per ms against its work's 40-42; its work per window was within e^2 of
+// theirs). Pure.
 inline constexpr size_t kJumpPeriods = 3;
 inline constexpr double kJumpWork = 2 * kMaxDifference;
 bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& period);
