@@ -484,13 +484,13 @@ void ConcurrencyBudget::relearn() {
 
 bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& period) {
   if (paused.size() < kJumpPeriods) return false;
-  std::deque<double> in_flight, throughput;
-  for (const PeriodSpeeds& p : paused) {
-    in_flight.push_back(p.in_flight);
-    throughput.push_back(p.throughput);
-  }
-  return period.in_flight > median(in_flight.begin(), in_flight.end()) + kMaxDifference &&
-         period.throughput > median(throughput.begin(), throughput.end()) + kJumpWork;
+  auto median_of = [&](double PeriodSpeeds::*speed) {
+    std::deque<double> values;
+    for (const PeriodSpeeds& p : paused) values.push_back(p.*speed);
+    return median(values.begin(), values.end());
+  };
+  return period.in_flight > median_of(&PeriodSpeeds::in_flight) + kMaxDifference &&
+         period.throughput > median_of(&PeriodSpeeds::throughput) + kJumpWork;
 }
 
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
