@@ -493,6 +493,13 @@ bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& pe
          period.throughput > median_of(&PeriodSpeeds::throughput) + kJumpWork;
 }
 
+bool still_climbing(const std::deque<double>& log_speeds) {
+  if (log_speeds.size() < 2 * kSettleWindows) return false;
+  const auto last = log_speeds.end() - kSettleWindows;
+  const auto before = last - kSettleWindows;
+  return median(last, log_speeds.end()) > median(before, last) + kSettleRise;
+}
+
 void ConcurrencyBudget::retain(const std::set<uint64_t>& alive) {
   // The in-flight readings were of the jobs there were: a server that replaces a loop (or a loop
   // a server) is read afresh, not through the median of its predecessor's windows.

@@ -390,6 +390,26 @@ inline constexpr size_t kJumpPeriods = 3;
 inline constexpr double kJumpWork = 2 * kMaxDifference;
 bool speed_jumped(const std::deque<PeriodSpeeds>& paused, const PeriodSpeeds& period);
 
+// A start-up still climbing when the warm-up's time is spent. On four H200s (S1b, resnet50 b8
+// training beside b32 training, 2026-11-28 call 103) a fresh daemon's warm-up (15 windows with
+// progress) ended while production still climbed: 9, 6 and 4 kernels per ms in flight in its
+// last windows, then 27, 33 and 35 (its work 107 kernels a window, then 762, 1,578, 1,730).
+// The first pairs of periods fell on that climb, read beside as a clear cost (0.50 +- 0.16 on
+// two pairs) and held it: beside ran 0.09 of production's busy ticks and the opportunistic job
+// got 0.455 of its solo speed, where the other GPUs' daemons harvested 0.78-0.85. So the warm-up
+// lasts, beyond warm_up_ms and up to kWarmUpLimit times it, while the median log speed in
+// flight of the job's last kSettleWindows windows with progress is more than kSettleRise above
+// that of the kSettleWindows before them (a factor e^0.5, 1.65: the climb above rose by e^1.8,
+// a steady job's windows spread about 0.1 in log speed, so its medians of three seldom differ
+// by half of that factor). Only a rise: a start-up climbs, and a dip is a stall or a phase's
+// end. A trickle that stays a trickle is not a climb; its end is speed_jumped's.
+// `log_speeds`: the job's windows with progress, oldest first (at least the last 2 x
+// kSettleWindows). Pure.
+inline constexpr size_t kSettleWindows = 3;
+inline constexpr double kSettleRise = 0.5;
+inline constexpr double kWarmUpLimit = 2;
+bool still_climbing(const std::deque<double>& log_speeds);
+
 class ConcurrencyBudget {
  public:
   explicit ConcurrencyBudget(ConcurrencySettings settings) : settings_(settings) {}

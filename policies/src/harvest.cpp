@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -562,17 +563,23 @@ class HarvestPolicy final : public Policy {
         continue;
       }
       alive.insert(job.job_id);
-      uint64_t& warmed = warmed_ns_[job.job_id];
-      // In whole windows, as every period here (`reached`).
-      auto warming_after = [&](uint64_t ns) {
-        return warm_up_ns_ > 0 && !reached(ns, warm_up_ns_, device.window_ns);
-      };
-      const bool warming = warming_after(warmed);
+      WarmUp& warm_up =
+          warm_ups_.try_emplace(job.job_id, WarmUp{.warming = warm_up_ns_ > 0, .progress_ns = 0, .log_speeds = {}}).first->second;
+      const bool warming = warm_up.warming;
       // Counted in windows with progress, not in-flight time, so that how long the opportunistic
       // jobs wait does not depend on how busy production keeps the GPU (a server in flight a
       // tenth of each window would hold them for 15 s of its busy windows).
-      if (production_[job.job_id].window_progress > 0) warmed += device.window_ns;
-      warming_ = warming_ || warming_after(warmed);
+      const uint64_t progress = production_[job.job_id].window_progress;
+      if (warming && progress > 0) {
+        const uint64_t busy_ns = job.in_flight_ns.value_or(0);
+        warm_up.progress_ns += device.window_ns;
+        warm_up.log_speeds.push_back(std::log(
+            static_cast<double>(progress) /
+            static_cast<double>(busy_ns > 0 ? busy_ns : device.window_ns)));
+        if (warm_up.log_speeds.size() > 2 * kSettleWindows) warm_up.log_speeds.pop_front();
+      }
+      warm_up.warming = warming && still_warming(warm_up, device.window_ns);
+      warming_ = warming_ || warm_up.warming;
       // The budget's periods hold measured windows of one mode only, after the job's warm-up.
       if (!measured || warming) continue;
       if (job.in_flight_ns && device.window_ns > 0)
@@ -589,7 +596,7 @@ class HarvestPolicy final : public Policy {
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     if (busiest) budget_.record_busy(mode_, *busiest, recorded);
     budget_.retain(alive);
-    std::erase_if(warmed_ns_, [&](const auto& entry) { return !alive.count(entry.first); });
+    std::erase_if(warm_ups_, [&](const auto& entry) { return !alive.count(entry.first); });
     if (brief && recorded && !warming_) period_over = true;
     if (warming_) {
       // A production job warms up: the opportunistic jobs wait (paused) and the budget's rotation
@@ -905,8 +912,25 @@ class HarvestPolicy final : public Policy {
   uint64_t period_opportunistic_launches_ = 0;
 
   std::map<uint64_t, ProductionJob> production_;
-  std::map<uint64_t, uint64_t> warmed_ns_;  // with concurrency: each production job's busy time
-  bool warming_ = false;                    // ... and some job on the device still warms up
+  // With concurrency: each production job's warm-up (still_warming).
+  struct WarmUp {
+    bool warming = true;
+    uint64_t progress_ns = 0;          // its windows with progress so far
+    std::deque<double> log_speeds;     // ... the last 2 x kSettleWindows of them (still_climbing)
+  };
+  std::map<uint64_t, WarmUp> warm_ups_;
+  bool warming_ = false;  // some production job on the device still warms up
+
+  // Whether a production job still warms up: warm_up_ms of windows with progress (in whole
+  // windows, as every period here: `reached`), and beyond it, up to kWarmUpLimit times as long,
+  // while its speed still climbs (still_climbing). Once over, over for good: a later rise is a
+  // return from idle (resume_mode) or a new solo speed (speed_jumped), not a start-up.
+  bool still_warming(const WarmUp& warm_up, uint64_t window_ns) const {
+    if (warm_up_ns_ == 0) return false;
+    if (!reached(warm_up.progress_ns, warm_up_ns_, window_ns)) return true;
+    const auto limit = static_cast<uint64_t>(kWarmUpLimit * static_cast<double>(warm_up_ns_));
+    return !reached(warm_up.progress_ns, limit, window_ns) && still_climbing(warm_up.log_speeds);
+  }
   std::map<uint64_t, OpportunisticJob> opportunistic_;
   ClassSharing sharing_{kSharingHeadroom};
 };
