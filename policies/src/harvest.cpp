@@ -153,7 +153,9 @@ const ParameterSpec kParameters[] = {
     {"warm_up_ms", 750, 0, 600'000,
      "with concurrency: a production job's first this much busy time (windows in which it made "
      "progress) is not measured and the opportunistic jobs wait meanwhile (start-up speeds would "
-     "bias the budget's costs); 0: none"},
+     "bias the budget's costs), and beyond it, up to twice as long, while the job's speed in "
+     "flight still climbs (the median of its last three windows more than e^0.5 above the three "
+     "before); 0: none"},
 };
 
 // The `concurrency` value that runs the budget only where the opportunistic jobs are MPS clients.
