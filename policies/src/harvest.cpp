@@ -566,7 +566,10 @@ class HarvestPolicy final : public Policy {
       }
       alive.insert(job.job_id);
       WarmUp& warm_up =
-          warm_ups_.try_emplace(job.job_id, WarmUp{.warming = warm_up_ns_ > 0, .progress_ns = 0, .log_speeds = {}}).first->second;
+          warm_ups_
+              .try_emplace(job.job_id,
+                           WarmUp{.warming = warm_up_ns_ > 0, .progress_ns = 0, .log_speeds = {}})
+              .first->second;
       const bool warming = warm_up.warming;
       // Counted in windows with progress, not in-flight time, so that how long the opportunistic
       // jobs wait does not depend on how busy production keeps the GPU (a server in flight a
@@ -575,9 +578,9 @@ class HarvestPolicy final : public Policy {
       if (warming && progress > 0) {
         const uint64_t busy_ns = job.in_flight_ns.value_or(0);
         warm_up.progress_ns += device.window_ns;
-        warm_up.log_speeds.push_back(std::log(
-            static_cast<double>(progress) /
-            static_cast<double>(busy_ns > 0 ? busy_ns : device.window_ns)));
+        warm_up.log_speeds.push_back(
+            std::log(static_cast<double>(progress) /
+                     static_cast<double>(busy_ns > 0 ? busy_ns : device.window_ns)));
         if (warm_up.log_speeds.size() > 2 * kSettleWindows) warm_up.log_speeds.pop_front();
       }
       warm_up.warming = warming && still_warming(warm_up, device.window_ns);
@@ -917,8 +920,8 @@ class HarvestPolicy final : public Policy {
   // With concurrency: each production job's warm-up (still_warming).
   struct WarmUp {
     bool warming = true;
-    uint64_t progress_ns = 0;          // its windows with progress so far
-    std::deque<double> log_speeds;     // ... the last 2 x kSettleWindows of them (still_climbing)
+    uint64_t progress_ns = 0;       // its windows with progress so far
+    std::deque<double> log_speeds;  // ... the last 2 x kSettleWindows of them (still_climbing)
   };
   std::map<uint64_t, WarmUp> warm_ups_;
   bool warming_ = false;  // some production job on the device still warms up
