@@ -59,6 +59,11 @@ bool given_the_doubt(const ModeCost& c, const ConcurrencySettings& s, double all
          c.error <= doubt;
 }
 
+bool clearly_fits(const ModeCost& c, const ConcurrencySettings& s, double allowed) {
+  return s.clear_margin > 0 && c.samples >= kClearPairs &&
+         std::max(0.0, c.harm + s.clear_margin * c.error) * (1 - s.reference_share) <= allowed;
+}
+
 double charged_cost(const ModeCost& c, const ConcurrencySettings& s, double allowed) {
   return given_the_doubt(c, s, allowed) ? charged_low(c, s) : charged_high(c, s);
 }
@@ -295,6 +300,18 @@ double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasure
   return std::max(0.0, lost - (1 - settings.target) * total) / kDebtHorizon;
 }
 
+// A share this small is none (the shares' rounding).
+constexpr double kNoShare = 1e-9;
+
+bool reference_kept(const std::array<double, kRunModes>& ran, double paused_share, bool clear,
+                    const ConcurrencySettings& settings) {
+  double total = 0;
+  for (double weight : ran) total += weight;
+  const double paused = ran[index(RunMode::paused)];
+  return clear && paused_share <= settings.reference_share + kNoShare && total > 0 &&
+         paused > settings.reference_share * total;
+}
+
 std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
                                           const ConcurrencySettings& settings, double debt) {
   const size_t p = index(RunMode::paused), g = index(RunMode::gated), b = index(RunMode::beside);
@@ -372,7 +389,8 @@ std::array<double, kRunModes> mode_shares(const ModeMeasures& measures,
     // opportunistic job that share for as long.
     const double few_pairs_share = learning_share(
         kLearningReference * (1 - c.samples / settings.doubt_samples), settings.reference_length);
-    if (doubtful && low < high && c.samples < settings.doubt_samples)
+    // A reading that fits even taken clear_margin errors high does not rest on the doubt.
+    if (doubtful && c.samples < settings.doubt_samples && !clearly_fits(c, settings, allowed))
       learning[index(m)] = few_pairs_share;
     // Robust costs: a cost held against the mode on as few pairs, where a direct pair read it
     // within the allowance, is rechecked at the same share, from paused's time, debt or not.
@@ -621,6 +639,32 @@ RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
     if (credit_[m] > credit_[best] + 1e-9) best = m;
   }
   if (!again) credit_[index(finished)] = std::min(credit_[index(finished)], 1.0);
+  // A paused period due only for the reference share waits while the recent periods kept it
+  // (reference_kept): the candidate the plan gives the most time takes its place in the rotation
+  // (their credits swap, so that none of the others falls behind a mode given no share, and
+  // paused comes once, not in a row, when the recent periods no longer keep it). Not the one
+  // furthest behind its share: a mode held to its exploring share (a server's tail) would run
+  // in every such place.
+  const size_t p = index(RunMode::paused);
+  bool clear = best == p;  // every candidate given time fits the target clearly (clearly_fits)
+  if (clear) {
+    const double allowed = allowance(settings_, loss_debt(ran_, m, settings_));
+    for (RunMode c : kCandidates)
+      clear = clear && (!(share[index(c)] > kNoShare) ||
+                        (m.cost[index(c)] && clearly_fits(*m.cost[index(c)], settings_, allowed)));
+  }
+  if (best == p && reference_kept(ran_, share[p], clear, settings_)) {
+    std::optional<size_t> other;
+    for (RunMode c : kCandidates) {
+      const size_t k = index(c);
+      if (!(share[k] > kNoShare) || (!again && k == index(finished))) continue;
+      if (!other || share[k] > share[*other]) other = k;
+    }
+    if (other) {
+      std::swap(credit_[p], credit_[*other]);
+      best = *other;
+    }
+  }
   return static_cast<RunMode>(best);
 }
 

@@ -62,6 +62,11 @@ struct ConcurrencySettings {
   double tail_factor = 0;         // a server's latency may grow at most this much in any mode
                                   // it runs beside for more than kTailExploreShare (mode_shares:
                                   // "A server's tail"); 0: no such bound
+  double clear_margin = 2;        // a cost given the doubt on fewer than doubt_samples pairs that
+                                  // fits taken this many standard errors high is not measured
+                                  // again the sooner, and with every mode run that clear the
+                                  // learning's pauses count toward the reference share
+                                  // (clearly_fits, reference_kept); 0: neither
 };
 
 // The share of the periods paused while beside's cost is not yet known, and while a cost given
@@ -141,6 +146,19 @@ bool queues_the_loss(const std::optional<ModeCost>& throughput, const ModeCost& 
 // but the reference share, and the cost and its error are each within twice the target's
 // allowance. Pure.
 bool given_the_doubt(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
+// Whether a cost given the doubt on fewer than doubt_samples pairs of periods fits `allowed` even
+// taken `clear_margin` standard errors high (over all the time but the reference share), on at
+// least kClearPairs pairs: it does not rest on the doubt, so the reference share is not raised to
+// measure it again the sooner (mode_shares). That share is what a fresh window's harvest beside
+// a cheap job pays: on the H100 (S5 gappy resnet50 b8 at 4 s on and off, 2026-12-06) the
+// benchmark's busy windows were paused 0.15 of the time, about half of it while beside's reading
+// rested on 3-7 pairs. Over the 172 daemon logs of 2026-11-26 to 2026-12-06 (H100 and H200, every
+// scenario) whose reading came to rest on 8 pairs or more, a reading clear by two errors came on
+// 4-7 pairs in 45 of the 106 whose cost then stayed within the allowance, and in 2 of the 66 whose
+// cost did not (it rested at 0.055 and 0.060); clear by one error on 3 pairs in 83 and 15 (up to
+// 0.133); by three errors on 4 pairs in 26 and 1 (tools/bench/clear_readings.py). Pure.
+inline constexpr double kClearPairs = 4;
+bool clearly_fits(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // The cost the budget charges a mode: taken low where it is given the doubt, else high. Pure.
 double charged_cost(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // A server's tail. A production job that leaves gaps between its kernels (its paused windows in
@@ -228,6 +246,19 @@ inline constexpr double kDebtMemory = 50;
 inline constexpr double kDebtHorizon = 5;
 double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasures& measures,
                  const ConcurrencySettings& settings);
+
+// Whether the reference share is kept already: the plan pauses production no more than
+// reference_share of its time (`paused_share`: no reading asks for more), and the recent periods
+// (`ran`, weighted as for loss_debt) paused it more than that. The reference share is a floor on
+// production's recent paused time, not a rotation of its own: the paused periods that learnt
+// beside's cost count toward it, so that a fresh job's reference periods do not come on top of
+// its learning's. In the budget's rotation (credits, next_period) a paused period due only for
+// the reference share waits while this holds. On the H100 (S5 gappy resnet50 b8 at 4 s on and
+// off, 2026-12-06) a fresh daemon paused production in 5 periods of the benchmark's 4 s busy phase
+// (10 of its 84 busy windows): 2 to learn beside's cost, 1 to bring its pairs to 4, and 2 more
+// at the reference share's rotation, 26 and 38 windows after the one before. Pure.
+bool reference_kept(const std::array<double, kRunModes>& ran, double paused_share, bool clear,
+                    const ConcurrencySettings& settings);
 
 // What each mode costs one production job, from the differences between adjacent periods.
 // Production's speed wanders: on the H100 (resnet50 b8 training beside an MPS client, 2026-11-26)

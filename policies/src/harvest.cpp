@@ -124,6 +124,12 @@ const ParameterSpec kParameters[] = {
      "in proportion to the pairs missing (every other period with none), so that an early "
      "reading is measured again within seconds",
      true},
+    {"clear_margin", 2, 0, 10,
+     "with concurrency: a cost taken low on fewer than doubt_samples pairs (but 4 at least) that "
+     "fits the target even taken this many standard errors high does not raise production's "
+     "paused share (it does not rest on the doubt), and where every mode that runs reads that "
+     "clearly, the paused periods that learnt the costs count toward reference_share; 0: "
+     "neither"},
     {"cost_samples", 16, 16, 256,
      "with concurrency: differences between adjacent periods kept per pair of modes and "
      "production job (and gains per mode): the memory every cost is measured over; more is "
@@ -276,7 +282,8 @@ class HarvestPolicy final : public Policy {
                  .throughput_cost = p.at("throughput_cost") != 0,
                  .robust_costs = p.at("robust_costs") != 0,
                  .reference_length = p.at("reference_period_ms") / p.at("learning_period_ms"),
-                 .tail_factor = p.at("tail_factor")}) {}
+                 .tail_factor = p.at("tail_factor"),
+                 .clear_margin = p.at("clear_margin")}) {}
 
   std::string_view name() const override { return "harvest"; }
   std::optional<double> production_progress() const override {
