@@ -14,6 +14,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench"))
 
 import baselines  # noqa: E402
+import clear_readings  # noqa: E402
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput, throughput_from  # noqa: E402
 import gpushare_hook  # noqa: E402
@@ -29,6 +30,33 @@ import round_plot  # noqa: E402
 import stalls  # noqa: E402
 import start_up  # noqa: E402
 import tick_shares  # noqa: E402
+
+
+class ClearReadings(unittest.TestCase):
+    LOG = "\n".join([
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=?/?:0.60 busy=?",
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=0.020±0.020(3)/80:0.77 busy=1.00",
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=0.020±0.020(3)/80:0.77 busy=1.00",
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=0.010±0.015(4)/80:0.95 busy=1.00",
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=0.030±0.010(8)/80:0.95 busy=1.00",
+        "t tick device=0 job1:P:1l budget gated=?/?:0.00 beside=0.070±0.010(9)/80:0.95 busy=1.00",
+    ])
+
+    def test_readings_drop_repeats_and_unknown_costs(self):
+        self.assertEqual(clear_readings.readings(self.LOG),
+                         [(0.02, 0.02, 3), (0.01, 0.015, 4), (0.03, 0.01, 8), (0.07, 0.01, 9)])
+
+    def test_a_reading_rests_on_the_larger_of_its_late_median_and_last(self):
+        seq = clear_readings.readings(self.LOG)
+        self.assertAlmostEqual(clear_readings.resting_cost(seq), 0.07)
+        self.assertIsNone(clear_readings.resting_cost(seq[:2]))
+
+    def test_clear_early_needs_the_pairs_and_the_margin(self):
+        seq = clear_readings.readings(self.LOG)
+        self.assertTrue(clear_readings.clear_early(seq, 2, 4))     # 0.01 + 0.03 <= 0.0526
+        self.assertFalse(clear_readings.clear_early(seq, 3, 4))    # 0.055
+        self.assertFalse(clear_readings.clear_early(seq[:1], 1, 4))  # 3 pairs only
+        self.assertTrue(clear_readings.clear_early(seq[:1], 1, 3))   # 0.04
 
 
 class Statistics(unittest.TestCase):

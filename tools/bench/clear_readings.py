@@ -38,6 +38,19 @@ def readings(text):
     return out
 
 
+def resting_cost(seq):
+    """The cost a log's reading came to rest on (RESTED pairs or more): the larger of the median
+    of those readings and the last; None where it never did."""
+    late = [r for r in seq if r[2] >= RESTED]
+    return max(statistics.median(r[0] for r in late), late[-1][0]) if late else None
+
+
+def clear_early(seq, margin, least_pairs):
+    """Whether a reading on least_pairs to RESTED - 1 pairs fitted the allowance taken `margin`
+    errors high."""
+    return any(least_pairs <= r[2] < RESTED and r[0] + margin * r[1] <= ALLOWED for r in seq)
+
+
 def logs(archives):
     for archive in archives:
         try:
@@ -57,11 +70,8 @@ def logs(archives):
 
 def main(argv):
     archives = argv or sorted(glob.glob("docs/bench-results/*/*logs.tgz"))
-    rested = []
-    for _, _, seq in logs(archives):
-        late = [r for r in seq if r[2] >= RESTED]
-        if late:
-            rested.append((seq, max(statistics.median(r[0] for r in late), late[-1][0])))
+    rested = [(seq, resting_cost(seq)) for _, _, seq in logs(archives)]
+    rested = [(seq, cost) for seq, cost in rested if cost is not None]
     cheap = sum(1 for _, cost in rested if cost <= ALLOWED)
     print(f"{len(rested)} daemon logs whose reading rested on {RESTED}+ pairs: {cheap} cheap, "
           f"{len(rested) - cheap} costly (allowance {ALLOWED:.4f})\n")
@@ -72,8 +82,7 @@ def main(argv):
             good = bad = 0
             costs = []
             for seq, cost in rested:
-                clear = any(n_min <= r[2] < RESTED and r[0] + k * r[1] <= ALLOWED for r in seq)
-                if not clear:
+                if not clear_early(seq, k, n_min):
                     continue
                 if cost <= ALLOWED:
                     good += 1
