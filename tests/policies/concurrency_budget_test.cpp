@@ -403,10 +403,10 @@ TEST(ModeShares, AReadingClearOfTheDoubtIsNotHurried) {
   EXPECT_NEAR(mode_shares(measured({.harm = 0.1}, 0, clear, 1), off)[kPaused],
               kLearningReference * 4 / 8, 1e-12);
   // A negative reading is as clear as its upper end says: -0.05 +- 0.04 reaches 0.03. One that
-  // is not (-0.05 +- 0.06 reaches 0.07) is measured again the sooner, though taken one error high
-  // it is 0 (until 2026-12-06 such a reading, low and high alike, was not).
+  // is not (-0.07 +- 0.07 reaches 0.07) is measured again the sooner, though taken one error high
+  // it is 0 (until 2026-12-06 such a reading, its low and high both 0, was not).
   EXPECT_TRUE(clearly_fits({.harm = -0.05, .error = 0.04, .samples = 5}, settings(), 0.05));
-  const ModeCost negative{.harm = -0.05, .error = 0.06, .samples = 5};
+  const ModeCost negative{.harm = -0.07, .error = 0.07, .samples = 5};
   EXPECT_FALSE(clearly_fits(negative, settings(), 0.05));
   EXPECT_NEAR(mode_shares(measured({.harm = 0.1}, 0, negative, 1), settings())[kPaused],
               kLearningReference * 3 / 8, 1e-12);
