@@ -303,6 +303,21 @@ double loss_debt(const std::array<double, kRunModes>& weights, const ModeMeasure
 // A share this small is none (the shares' rounding).
 constexpr double kNoShare = 1e-9;
 
+namespace {
+
+// Whether every candidate the plan gives time reads clearly within the target (clearly_fits).
+bool all_clear(const ModeMeasures& m, const std::array<double, kRunModes>& share,
+               const ConcurrencySettings& settings, double allowed) {
+  for (RunMode c : kCandidates) {
+    const std::optional<ModeCost>& cost = m.cost[index(c)];
+    if (share[index(c)] > kNoShare && !(cost && clearly_fits(*cost, settings, allowed)))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool reference_kept(const std::array<double, kRunModes>& ran, double paused_share, bool clear,
                     const ConcurrencySettings& settings) {
   double total = 0;
@@ -624,8 +639,8 @@ RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
   for (double& weight : ran_) weight *= std::pow(1 - 1 / kDebtMemory, length);
   ran_[index(finished)] += length;
   const ModeMeasures m = measures();
-  const std::array<double, kRunModes> share =
-      mode_shares(m, settings_, loss_debt(ran_, m, settings_));
+  const double debt = loss_debt(ran_, m, settings_);
+  const std::array<double, kRunModes> share = mode_shares(m, settings_, debt);
   // The finished period is charged its length, and each mode credited its share of it; the
   // next is the mode furthest behind its share (ties, within rounding: the first, paused).
   credit_[index(finished)] -= length;
@@ -646,14 +661,9 @@ RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
   // furthest behind its share: a mode held to its exploring share (a server's tail) would run
   // in every such place.
   const size_t p = index(RunMode::paused);
-  bool clear = best == p;  // every candidate given time fits the target clearly (clearly_fits)
-  if (clear) {
-    const double allowed = allowance(settings_, loss_debt(ran_, m, settings_));
-    for (RunMode c : kCandidates)
-      clear = clear && (!(share[index(c)] > kNoShare) ||
-                        (m.cost[index(c)] && clearly_fits(*m.cost[index(c)], settings_, allowed)));
-  }
-  if (best == p && reference_kept(ran_, share[p], clear, settings_)) {
+  if (best == p &&
+      reference_kept(ran_, share[p], all_clear(m, share, settings_, allowance(settings_, debt)),
+                     settings_)) {
     std::optional<size_t> other;
     for (RunMode c : kCandidates) {
       const size_t k = index(c);
