@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", 
 
 import baselines  # noqa: E402
 import clear_readings  # noqa: E402
+import early_readings  # noqa: E402
 from compare import verdict  # noqa: E402
 from experiment import percentile, spread, throughput, throughput_from  # noqa: E402
 import gpushare_hook  # noqa: E402
@@ -57,6 +58,57 @@ class ClearReadings(unittest.TestCase):
         self.assertFalse(clear_readings.clear_early(seq, 3, 4))    # 0.055
         self.assertFalse(clear_readings.clear_early(seq[:1], 1, 4))  # 3 pairs only
         self.assertTrue(clear_readings.clear_early(seq[:1], 1, 3))   # 0.04
+
+
+class EarlyReadings(unittest.TestCase):
+    @staticmethod
+    def line(launches, gate, completed, busy_us=50_000, reading="?/?"):
+        return ("t tick device=0 window=50000us job1:O:%dl/0w->inf%s job2:P:%dl/0w/%dc->inf/"
+                "%dus-busy/750us-quiet budget gated=?/?:0.00 beside=%s:0.60 busy=?"
+                % (launches, gate, completed, completed, busy_us, reading))
+
+    def log(self):
+        return "\n".join([
+            self.line(0, "(paused)", 2000), self.line(0, "", 2000),        # paused, paused
+            self.line(500, "", 1000), self.line(500, "(paused)", 1200),    # beside, beside
+            self.line(0, "(paused)", 2000, reading="0.400±0.010(2)/?"),   # paused (reading)
+            self.line(0, "", 2100), self.line(0, "", 1000, busy_us=20_000),  # paused, paused
+        ])
+
+    def test_each_window_takes_the_mode_the_line_before_gave_and_a_speed_where_busy(self):
+        seq = early_readings.windows(self.log())
+        self.assertEqual([w[0] for w in seq],
+                         [None, "paused", "beside", "beside", "paused", "paused", "beside"])
+        self.assertIsNone(seq[6][1])  # in flight 0.4 of the window: no speed
+        self.assertEqual([w[2] for w in seq], [0, 0, 500, 500, 0, 0, 0])
+
+    def test_beside_is_set_against_its_paused_neighbours(self):
+        seq = early_readings.windows(self.log())
+        got = early_readings.beside_against_paused(seq)
+        self.assertEqual([i for i, _ in got], [2, 3])
+        # paused neighbours 2000, 2000, 2000, 2100 kernels: median 2000
+        self.assertAlmostEqual(got[0][1], math.log(1000 / 2000))
+        self.assertAlmostEqual(got[1][1], math.log(1200 / 2000))
+        self.assertIsNone(early_readings.own_cost(got))  # fewer than LEAST windows
+
+    def test_the_first_reading_counts_only_on_two_pairs(self):
+        self.assertEqual(early_readings.first_two_pair_reading(self.log()), (4, 0.4, 0.01))
+        three = self.log().replace("(2)/?", "(3)/?")
+        self.assertIsNone(early_readings.first_two_pair_reading(three))
+
+    def test_window_noise_from_windows_next_to_each_other_in_one_mode(self):
+        seq = early_readings.windows(self.log())
+        # steps: beside 1000 -> 1200, paused 2000 -> 2100; two are too few
+        self.assertIsNone(early_readings.window_noise(seq, 6))
+        steady = [("paused", 3.0, 0), ("paused", 3.1, 0), ("paused", 3.0, 0), ("paused", 3.2, 0)]
+        self.assertAlmostEqual(early_readings.window_noise(steady, 3),
+                               1.4826 * 0.1 / math.sqrt(2))
+
+    def test_opp_start_splits_by_the_launch_windows_before(self):
+        seq = early_readings.windows(self.log())
+        early, late = early_readings.opp_start(seq, 1)
+        self.assertEqual(len(early), 1)  # the first beside window: no launches before it
+        self.assertEqual(len(late), 1)
 
 
 class Statistics(unittest.TestCase):
