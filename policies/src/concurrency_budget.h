@@ -153,10 +153,11 @@ bool given_the_doubt(const ModeCost& cost, const ConcurrencySettings& settings, 
 // a cheap job pays: on the H100 (S5 gappy resnet50 b8 at 4 s on and off, 2026-12-06) the
 // benchmark's busy windows were paused 0.15 of the time, about half of it while beside's reading
 // rested on 3-7 pairs. Over the 172 daemon logs of 2026-11-26 to 2026-12-06 (H100 and H200, every
-// scenario; docs/bench-results up to 2026-12-06-a) whose reading came to rest on 8 pairs or more, a reading clear by two errors came on
-// 4-7 pairs in 45 of the 106 whose cost then stayed within the allowance, and in 2 of the 66 whose
-// cost did not (it rested at 0.055 and 0.060); clear by one error on 3 pairs in 83 and 15 (up to
-// 0.133); by three errors on 4 pairs in 26 and 1 (tools/bench/clear_readings.py). Pure.
+// scenario; docs/bench-results up to 2026-12-06-a) whose reading came to rest on 8 pairs or more,
+// a reading clear by two errors came on 4-7 pairs in 45 of the 106 whose cost then stayed within
+// the allowance, and in 2 of the 66 whose cost did not (it rested at 0.055 and 0.060); clear by
+// one error on 3 pairs in 83 and 15 (up to 0.133); by three errors on 4 pairs in 26 and 1
+// (tools/bench/clear_readings.py). Pure.
 inline constexpr double kClearPairs = 4;
 bool clearly_fits(const ModeCost& cost, const ConcurrencySettings& settings, double allowed);
 // The cost the budget charges a mode: taken low where it is given the doubt, else high. Pure.

@@ -75,21 +75,22 @@ class EarlyReadings(unittest.TestCase):
             self.line(0, "", 2100), self.line(0, "", 1000, busy_us=20_000),  # paused, paused
         ])
 
-    def test_each_window_takes_the_mode_the_line_before_gave_and_a_speed_where_busy(self):
-        seq = early_readings.windows(self.log())
-        self.assertEqual([w[0] for w in seq],
-                         [None, "paused", "beside", "beside", "paused", "paused", "beside"])
-        self.assertIsNone(seq[6][1])  # in flight 0.4 of the window: no speed
-        self.assertEqual([w[2] for w in seq], [0, 0, 500, 500, 0, 0, 0])
+    def seq(self):
+        return early_readings.windows(self.log(), early_readings.FULL)
+
+    def test_launches_per_tick_line(self):
+        self.assertEqual(early_readings.launches(self.log()), [0, 0, 500, 500, 0, 0, 0])
 
     def test_beside_is_set_against_its_paused_neighbours(self):
-        seq = early_readings.windows(self.log())
-        got = early_readings.beside_against_paused(seq)
+        got = early_readings.beside_against_paused(self.seq())
         self.assertEqual([i for i, _ in got], [2, 3])
-        # paused neighbours 2000, 2000, 2000, 2100 kernels: median 2000
+        # paused neighbours 2000, 2000, 2000, 2100 kernels (the last window, in flight 0.4 of
+        # it, has no speed): median 2000
         self.assertAlmostEqual(got[0][1], math.log(1000 / 2000))
         self.assertAlmostEqual(got[1][1], math.log(1200 / 2000))
         self.assertIsNone(early_readings.own_cost(got))  # fewer than LEAST windows
+        # ten differences, five of each: the median is their mean in log
+        self.assertAlmostEqual(early_readings.own_cost(got * 5), 1 - math.sqrt(0.5 * 0.6))
 
     def test_the_first_reading_counts_only_on_two_pairs(self):
         self.assertEqual(early_readings.first_two_pair_reading(self.log()), (4, 0.4, 0.01))
@@ -97,16 +98,14 @@ class EarlyReadings(unittest.TestCase):
         self.assertIsNone(early_readings.first_two_pair_reading(three))
 
     def test_window_noise_from_windows_next_to_each_other_in_one_mode(self):
-        seq = early_readings.windows(self.log())
         # steps: beside 1000 -> 1200, paused 2000 -> 2100; two are too few
-        self.assertIsNone(early_readings.window_noise(seq, 6))
-        steady = [("paused", 3.0, 0), ("paused", 3.1, 0), ("paused", 3.0, 0), ("paused", 3.2, 0)]
+        self.assertIsNone(early_readings.window_noise(self.seq(), 6))
+        steady = [("paused", 3.0), ("paused", 3.1), ("paused", 3.0), ("paused", 3.2)]
         self.assertAlmostEqual(early_readings.window_noise(steady, 3),
                                1.4826 * 0.1 / math.sqrt(2))
 
     def test_opp_start_splits_by_the_launch_windows_before(self):
-        seq = early_readings.windows(self.log())
-        early, late = early_readings.opp_start(seq, 1)
+        early, late = early_readings.opp_start(self.seq(), early_readings.launches(self.log()), 1)
         self.assertEqual(len(early), 1)  # the first beside window: no launches before it
         self.assertEqual(len(late), 1)
 

@@ -8,9 +8,10 @@ tick logs of the archives given (PART-logs.tgz, as gpu_round.sh writes them), on
 time, and sets each reading against two things the log shows:
 
   - the log's own cost of beside: the median, over every beside window with production in flight
-    at least FULL of it, of its log speed (kernels completed per ms in flight) less the median of
-    the paused windows within NEAR ticks of it (each window set against its neighbours, so that
-    production's drift cancels), as 1 - e^that; none with fewer than LEAST such windows;
+    at least FULL of it and the opportunistic job launching (period_noise.windows), of its log
+    speed (kernels completed per ms in flight) less the median of the paused windows within NEAR
+    ticks of it (each window set against its neighbours, so that production's drift cancels), as
+    1 - e^that; none with fewer than LEAST such windows;
   - production's window noise before the reading: the robust standard deviation of one window's
     log speed, from the differences of windows next to each other in one mode (1.4826 x their
     median absolute value / sqrt 2), over the NOISE_TICKS ticks up to the reading.
@@ -26,45 +27,33 @@ Usage: python3 tools/bench/early_readings.py [--opp-start N] ARCHIVE.tgz ...
 """
 import argparse
 import math
-import re
 import statistics
 import sys
 
-from tick_shares import completions, daemon_logs, moded_ticks
+from clear_readings import READING
+from period_noise import windows
+from tick_shares import daemon_logs, moded_ticks
 
 FULL = 0.8         # a window counts where production was in flight this share of it
 NEAR = 10          # paused windows within this many ticks are a beside window's reference
 LEAST = 10         # beside windows that make the log's own cost
 NOISE_TICKS = 40   # ticks before a reading whose windows give production's noise
-READING = re.compile(r"beside=(-?[\d.]+)±([\d.]+)\((\d+)\)")
 
 
-def windows(text):
-    """Per tick line: (mode, log speed or None, the opportunistic job's launches) or None for a
-    line without exactly one production and one opportunistic job."""
-    out = []
-    for mode, tick in moded_ticks(text):
-        if len(tick.production) != 1 or len(tick.opportunistic) != 1:
-            out.append(None)
-            continue
-        speed = completions(tick.production[0])
-        window_us = tick.window_us or 50_000
-        value = None
-        if speed and speed[0] > 0 and speed[1] >= FULL * window_us:
-            value = math.log(speed[0] / speed[1] * 1000)
-        out.append((mode, value, int(tick.opportunistic[0][2])))
-    return out
+def launches(text):
+    """Per tick line: what its opportunistic jobs launched in the window."""
+    return [sum(int(t[2]) for t in tick.opportunistic) for _, tick in moded_ticks(text)]
 
 
 def beside_against_paused(seq):
-    """(index, log speed less its paused neighbours' median) for each beside window with at
-    least two paused neighbours within NEAR ticks."""
+    """(index, log speed less its paused neighbours' median) for each beside window of `seq`
+    (period_noise.windows: (mode, log speed) per tick line, or None) with at least two paused
+    neighbours within NEAR ticks."""
     out = []
     for i, w in enumerate(seq):
-        if not w or w[0] != "beside" or w[1] is None:
+        if not w or w[0] != "beside":
             continue
-        near = [v[1] for v in seq[max(0, i - NEAR):i + NEAR + 1]
-                if v and v[0] == "paused" and v[1] is not None]
+        near = [v[1] for v in seq[max(0, i - NEAR):i + NEAR + 1] if v and v[0] == "paused"]
         if len(near) >= 2:
             out.append((i, w[1] - statistics.median(near)))
     return out
@@ -83,7 +72,7 @@ def window_noise(seq, end):
     steps = []
     for j in range(max(1, end - NOISE_TICKS), end + 1):
         a, b = seq[j - 1], seq[j]
-        if a and b and a[1] is not None and b[1] is not None and a[0] == b[0]:
+        if a and b and a[0] == b[0]:
             steps.append(abs(b[1] - a[1]))
     if len(steps) < 3:
         return None
@@ -100,13 +89,13 @@ def first_two_pair_reading(text):
     return None
 
 
-def opp_start(seq, n):
-    """beside_against_paused's differences split by whether the opportunistic job had launched
-    in fewer than `n` windows before: (early, late)."""
+def opp_start(seq, launched_per_tick, n):
+    """beside_against_paused's differences split by whether the opportunistic jobs had launched
+    in fewer than `n` windows before (`launched_per_tick`: launches()): (early, late)."""
     launched, before = 0, []
-    for w in seq:
+    for count in launched_per_tick:
         before.append(launched)
-        if w and w[2] > 0:
+        if count > 0:
             launched += 1
     early, late = [], []
     for i, d in beside_against_paused(seq):
@@ -132,7 +121,7 @@ def main(argv):
     if args.opp_start:
         early, late = [], []
         for _, _, text in logs:
-            e, l = opp_start(windows(text), args.opp_start)
+            e, l = opp_start(windows(text, FULL), launches(text), args.opp_start)
             early += e
             late += l
         print("beside windows in the opportunistic job's first %d with launches: %s" %
@@ -146,7 +135,7 @@ def main(argv):
         reading = first_two_pair_reading(text)
         if not reading:
             continue
-        seq = windows(text)
+        seq = windows(text, FULL)
         noise = window_noise(seq, min(reading[0], len(seq) - 1))
         differences = beside_against_paused(seq)
         cost = own_cost(differences)
