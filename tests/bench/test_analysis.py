@@ -26,6 +26,7 @@ from scenario_pair import CONTROLS, _nt_spread, _paired, _paired_nt, _production
 import loss_by_window  # noqa: E402
 import per_rep  # noqa: E402
 import s2_tail  # noqa: E402
+import settle_drain  # noqa: E402
 import period_noise  # noqa: E402
 import round_plot  # noqa: E402
 import stalls  # noqa: E402
@@ -58,6 +59,14 @@ class ClearReadings(unittest.TestCase):
         self.assertFalse(clear_readings.clear_early(seq, 3, 4))    # 0.055
         self.assertFalse(clear_readings.clear_early(seq[:1], 1, 4))  # 3 pairs only
         self.assertTrue(clear_readings.clear_early(seq[:1], 1, 3))   # 0.04
+
+    def test_the_doubt_band_is_a_reading_given_the_doubt_above_one_and_a_half_allowances(self):
+        self.assertFalse(clear_readings.in_doubt_band(clear_readings.readings(self.LOG)))
+        self.assertTrue(clear_readings.in_doubt_band([(0.091, 0.062, 11)]))   # low 0.029 fits
+        self.assertFalse(clear_readings.in_doubt_band([(0.091, 0.030, 11)]))  # low 0.061: held
+        self.assertFalse(clear_readings.in_doubt_band([(0.091, 0.062, 2)]))   # two pairs
+        self.assertFalse(clear_readings.in_doubt_band([(0.070, 0.062, 11)]))  # within 1.5x
+        self.assertFalse(clear_readings.in_doubt_band([(0.110, 0.090, 11)]))  # beyond twice
 
 
 class EarlyReadings(unittest.TestCase):
@@ -108,6 +117,50 @@ class EarlyReadings(unittest.TestCase):
         early, late = early_readings.opp_start(self.seq(), early_readings.launches(self.log()), 1)
         self.assertEqual(len(early), 1)  # the first beside window: no launches before it
         self.assertEqual(len(late), 1)
+
+
+class SettleDrain(unittest.TestCase):
+    line = staticmethod(EarlyReadings.line)
+
+    def log(self, settle, measured):
+        # two beside windows (1000 kernels), the gate turns paused; the settling window, the
+        # measured one; beside again
+        return "\n".join([
+            self.line(0, "", 2000),
+            self.line(500, "", 1000), self.line(500, "(paused)", 1000),
+            self.line(0, "(paused)", settle), self.line(0, "", measured),
+            self.line(500, "", 1000),
+        ])
+
+    def test_a_change_is_two_beside_windows_then_two_paused(self):
+        text = self.log(1600, 2000)
+        found = settle_drain.changes(period_noise.windows(text, settle_drain.FULL),
+                                     settle_drain.launches(text))
+        self.assertEqual(len(found), 1)
+        b, s, m = found[0]
+        self.assertAlmostEqual(s - b, math.log(1.6))
+        self.assertAlmostEqual(m - b, math.log(2.0))
+
+    def test_no_change_without_opportunistic_launches_before_it(self):
+        text = self.log(1600, 2000).replace("job1:O:500l/0w->inf(paused)", "job1:O:0l/0w->inf(paused)")
+        self.assertEqual(settle_drain.changes(period_noise.windows(text, settle_drain.FULL),
+                                              settle_drain.launches(text)), [])
+
+    def test_the_drain_is_the_share_of_the_cost_the_settling_window_kept(self):
+        # half the way back in log speed: half the window
+        half = (0.0, math.log(2) / 2, math.log(2))
+        n, s_b, m_b, m_s, drain = settle_drain.summary([half] * 3)
+        self.assertEqual(n, 3)
+        self.assertAlmostEqual(drain, settle_drain.WINDOW_MS / 2)
+        # beside costing too little to tell: no time
+        self.assertIsNone(settle_drain.summary([(0.0, 0.01, 0.02)])[4])
+        self.assertIsNone(settle_drain.summary([]))
+
+    def test_row_names_drop_the_repetition(self):
+        self.assertEqual(settle_drain.row_name("gpushared-harvest:a=1@mps-ext-rep2.log"),
+                         "harvest:a=1@mps-ext")
+        self.assertEqual(settle_drain.row_name("gpushared-harvest:a=1@mps-ext.log"),
+                         "harvest:a=1@mps-ext")
 
 
 class Statistics(unittest.TestCase):
