@@ -375,6 +375,29 @@ class LossByWindow(unittest.TestCase):
 class PerRep(unittest.TestCase):
     """tools/bench/per_rep.py: each row's production against its own repetition's isolated run."""
 
+    def test_a_mean_carries_its_standard_error(self):
+        mean, error = per_rep.mean_error([0.9, 1.0, 1.1])
+        self.assertAlmostEqual(mean, 1.0)
+        self.assertAlmostEqual(error, 0.1 / math.sqrt(3))
+        self.assertEqual(per_rep.mean_error([0.5]), (0.5, None))
+        self.assertEqual(per_rep.mean_error([]), (None, None))
+        self.assertEqual(per_rep.with_error(0.9314, 0.0161), "0.931 ± 0.016")
+        self.assertEqual(per_rep.with_error(0.5, None), "0.500")
+        self.assertEqual(per_rep.with_error(None, None), "–")
+
+    def test_a_ratio_of_means_adds_the_relative_errors(self):
+        ratio, error = per_rep.ratio_error([0.6, 0.8], [0.8, 0.8])
+        self.assertAlmostEqual(ratio, 0.875)
+        self.assertAlmostEqual(error, 0.1 / 0.8)  # the denominator's error is 0
+        ratio, error = per_rep.ratio_error([0.7, 0.7], [0.6, 1.0])
+        self.assertAlmostEqual(ratio, 0.875)
+        self.assertAlmostEqual(error, 0.7 * 0.2 / 0.8 ** 2)
+        ratio, error = per_rep.ratio_error([0.7], [0.8])
+        self.assertAlmostEqual(ratio, 0.875)
+        self.assertIsNone(error)
+        self.assertIsNone(per_rep.ratio_error([], [0.8]))
+        self.assertIsNone(per_rep.ratio_error([0.7], [0.0, 0.0]))
+
     def test_each_repetition_against_its_own_isolated_run(self):
         runs = [{"config": "isolated-prod", "rep": 0, "results": {"prod": {"completions": [0.1, 0.2, 0.3, 0.4]}}},
                 {"config": "isolated-prod", "rep": 1, "results": {"prod": {"completions": [0.1, 0.3]}}},

@@ -17,6 +17,10 @@ met a slow repetition. This prints, for each row:
   - the opportunistic job's iterations during production's whole on-phases over its isolated run's
     in as long, per repetition (the harness's `opp NT (prod on)` reads the on-phases' second halves
     only, so it misses what production's return costs the job).
+Each mean comes with its standard error over the repetitions (± s / sqrt n, where n >= 2): a
+repetition's production against its own isolated run spreads about 0.1 on the H100, so three
+repetitions tell a mean to about ±0.06. Then each row's opportunistic mean over MPS-prio's (the
+harvest target's ratio), with the error of a ratio of two independent means.
 Several files of one part (lanes, calls) are pooled, each repetition paired within its own file.
 
 Usage: python3 tools/bench/per_rep.py --window W --on ON --off OFF [--span A:B ...] RAW.json.gz [RAW.json.gz ...]
@@ -31,6 +35,34 @@ from experiment import read_raw, write_extract
 from scenario_pair import paired_ratios
 
 TENTHS = 10
+
+
+def mean_error(values):
+    """(mean, standard error of the mean) of the repetitions' values; the error None under two."""
+    if not values:
+        return None, None
+    mean = statistics.fmean(values)
+    return mean, (statistics.stdev(values) / len(values) ** 0.5 if len(values) >= 2 else None)
+
+
+def ratio_error(numerator, denominator):
+    """(ratio of the two means, its standard error) for independent repetitions (first order:
+    the relative errors add in quadrature); None where either side has no mean or the
+    denominator's is 0, the error None where either has no error."""
+    a, ea = mean_error(numerator)
+    b, eb = mean_error(denominator)
+    if a is None or b is None or b == 0:
+        return None
+    if ea is None or eb is None:
+        return a / b, None
+    return a / b, ((ea / b) ** 2 + (a * eb / b ** 2) ** 2) ** 0.5
+
+
+def with_error(mean, error):
+    """A mean as a table cell: "0.931 ± 0.016", the error left out where unknown."""
+    if mean is None:
+        return "–"
+    return f"{mean:.3f}" + (f" ± {error:.3f}" if error is not None else "")
 
 
 def production_runs(path, job="prod"):
@@ -160,11 +192,22 @@ def main(argv=None):
     for row, ratios in production.items():
         mean_tenths = [sum(c) / len(tenths[row]) for c in zip(*tenths[row])]
         profile = " ".join(f"{a / b:.2f}" if b else "–" for a, b in zip(mean_tenths, iso_mean))
-        mean = f"{statistics.fmean(ratios):.3f}" if ratios else "–"
+        mean = with_error(*mean_error(ratios))
         opp = harvest.get(row, [])
-        opp_mean = f"{statistics.fmean(opp):.3f}" if opp else "–"
+        opp_mean = with_error(*mean_error(opp))
         print(f"| {row} | {' '.join(f'{r:.2f}' for r in ratios)} | {mean} | {profile} | "
               f"{' '.join(f'{r:.2f}' for r in opp) or '–'} | {opp_mean} |")
+    reference = harvest.get("mps-prio")
+    if reference:
+        print()
+        print("| row | opportunistic over MPS-prio's, during the on-phases |")
+        print("|---|---|")
+        for row, opp in harvest.items():
+            if row == "mps-prio" or not opp:
+                continue
+            got = ratio_error(opp, reference)
+            if got:
+                print(f"| {row} | {got[0]:.2f}×" + (f" ± {got[1]:.2f}" if got[1] is not None else "") + " |")
     if spans:
         print()
         print("| row | " + " | ".join(f"opportunistic {a:g}–{b:g} s after the on-edge: median (mean)" for a, b in spans) + " |")
