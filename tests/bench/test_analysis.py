@@ -134,8 +134,8 @@ class SettleDrain(unittest.TestCase):
 
     def test_a_change_is_two_beside_windows_then_two_paused(self):
         text = self.log(1600, 2000)
-        found = settle_drain.changes(period_noise.windows(text, settle_drain.FULL),
-                                     settle_drain.launches(text))
+        found = settle_drain.changes(period_noise.windows(text, period_noise.FULL),
+                                     early_readings.launches(text))
         self.assertEqual(len(found), 1)
         b, s, m = found[0]
         self.assertAlmostEqual(s - b, math.log(1.6))
@@ -143,8 +143,8 @@ class SettleDrain(unittest.TestCase):
 
     def test_no_change_without_opportunistic_launches_before_it(self):
         text = self.log(1600, 2000).replace("job1:O:500l/0w->inf(paused)", "job1:O:0l/0w->inf(paused)")
-        self.assertEqual(settle_drain.changes(period_noise.windows(text, settle_drain.FULL),
-                                              settle_drain.launches(text)), [])
+        self.assertEqual(settle_drain.changes(period_noise.windows(text, period_noise.FULL),
+                                              early_readings.launches(text)), [])
 
     def test_the_drain_is_the_share_of_the_cost_the_settling_window_kept(self):
         # half the way back in log speed: half the window

@@ -26,17 +26,12 @@ import re
 import statistics
 import sys
 
-from period_noise import windows
-from tick_shares import daemon_logs, moded_ticks
+from early_readings import launches
+from period_noise import FULL, windows
+from tick_shares import daemon_logs
 
-FULL = 0.9        # production in flight at least this share of each window (period_noise.FULL)
 MIN_COST = 0.1    # median M - B (log speed) from which the drain is told as a time
 WINDOW_MS = 50    # the daemon's tick
-
-
-def launches(text):
-    """Per tick line: what its opportunistic jobs launched in the window."""
-    return [sum(int(t[2]) for t in tick.opportunistic) for _, tick in moded_ticks(text)]
 
 
 def changes(seq, launched):
