@@ -179,9 +179,12 @@ class CompletionTracker {
     CUcontext context;
   };
 
-  // Retires the marks that completed, oldest first.
+  // Retires the marks that completed, oldest first. In relaxed capture mode: the program may be
+  // capturing a graph on another thread in global mode, which a query from this thread would
+  // otherwise invalidate (stream_capture.h).
   void reap() {
     const DriverCalls& d = ctx_.driver();
+    RelaxedCapture relaxed(d);
     while (!off_ && !retired_.empty()) {  // marks of an old block: only their events matter
       if (!use_context(retired_.front().context)) return;
       CUresult r = d.event_query(retired_.front().event);

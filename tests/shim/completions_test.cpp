@@ -93,6 +93,25 @@ TEST_F(Completions, NoMarkInACapturingStreamNorAfterAFailedLaunch) {
   EXPECT_EQ(gpu.calls_so_far(), (Calls{"create 1", "record 1"}));
 }
 
+// The poller's queries run while the program may capture a graph on another thread in global
+// mode (PyTorch's torch.cuda.graph): a query there, outside relaxed mode, would invalidate the
+// program's capture and fail it (on the H100, 2026-12-07: "operation failed due to a previous
+// error during capture" in resnet50 training captured under the shim, the signal turned off by
+// CUDA error 900). In relaxed mode it is allowed: the marks' events were recorded outside any
+// capture.
+TEST_F(Completions, PollingLeavesAnotherThreadsCaptureAlone) {
+  ask_for_marks(2);
+  launch_until(4);
+  gpu.global_capture_elsewhere = true;
+  EXPECT_TRUE(completions_poll(ctx));
+  gpu.finish_all();
+  EXPECT_FALSE(completions_poll(ctx));
+  EXPECT_FALSE(gpu.capture_invalidated);
+  EXPECT_EQ(completed(), 4u);
+  EXPECT_EQ(block().completion_tracked.load(), 1u);
+  EXPECT_EQ(fake::t_capture_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);  // the poller's mode restored
+}
+
 // A re-registration puts a new block in force: its launch numbers start again, and the old
 // block's marks say nothing of them.
 TEST_F(Completions, ANewControlBlockStartsAfresh) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driver_calls.h"
@@ -45,8 +46,16 @@ struct FakeGpu {
   bool sync_waits = false;  // cuEventSynchronize waits for the test's finish(), else finishes
   CUresult create_result = CUDA_SUCCESS;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  // Another thread of the program captures a graph in global mode (PyTorch's default): an event
+  // query from a thread not in relaxed mode fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+  // invalidates that capture, as the driver does.
+  bool global_capture_elsewhere = false;
+  bool capture_invalidated = false;
   uintptr_t context = 1;
 };
+
+// The calling thread's capture mode (cuThreadExchangeStreamCaptureMode), global by default.
+inline thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 inline FakeGpu* g_gpu = nullptr;  // the test fixture's
 
@@ -77,6 +86,10 @@ inline CUresult event_record(CUevent event, CUstream) {
 }
 inline CUresult event_query(CUevent event) {
   std::lock_guard lock(g_gpu->mutex);
+  if (g_gpu->global_capture_elsewhere && t_capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    g_gpu->capture_invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   return g_gpu->events.at(id(event) - 1).complete ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 inline CUresult event_synchronize(CUevent event) {
@@ -99,6 +112,11 @@ inline CUresult stream_is_capturing(CUstream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
+inline CUresult exchange_capture_mode(CUstreamCaptureMode* mode) {
+  std::swap(*mode, t_capture_mode);
+  return CUDA_SUCCESS;
+}
+
 inline const DriverCalls& fake_driver() {
   static const DriverCalls driver = [] {
     DriverCalls d{};
@@ -110,6 +128,7 @@ inline const DriverCalls& fake_driver() {
     d.event_synchronize = event_synchronize;
     d.event_destroy = event_destroy;
     d.stream_is_capturing = stream_is_capturing;
+    d.exchange_capture_mode = exchange_capture_mode;
     return d;
   }();
   return driver;
