@@ -122,7 +122,16 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
     // The shim publishes its in-flight count at each launch it makes under a bound.
     c.in_flight = job.block.in_flight();
     c.bounded = seen.max_in_flight > 0;
-    if (seen.relayed) c.in_flight_ns = seen.in_flight_ns;
+    if (seen.relayed) {
+      c.in_flight_ns = seen.in_flight_ns;
+      // The count the relay last saw move, with the busy time up to that sample: this window's
+      // completions over the time they took (a count read now would hold completions whose time
+      // the next window gets).
+      if (std::optional<CompletionPace::Reading> paced = seen.pace.take()) {
+        c.completed_launches = paced->completed;
+        c.paced_in_flight_ns = paced->in_flight_ns;
+      }
+    }
     seen.relayed = false;
     seen.in_flight_ns = 0;
     const policies::JobObservation o = policies::observe(seen.history, c, window_ns);
@@ -162,7 +171,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       std::string line;
       for (size_t i = 0; i < observation.jobs.size() && i < gates.size(); ++i)
         line += fmt::format(
-            " job{}:{}:{}l/{}w{}->{}{}{}{}{}", observation.jobs[i].job_id,
+            " job{}:{}:{}l/{}w{}->{}{}{}{}{}{}", observation.jobs[i].job_id,
             observation.jobs[i].job_class == policies::JobClass::production ? "P" : "O",
             observation.jobs[i].launches, observation.jobs[i].gate_waits,
             observation.jobs[i].completed ? fmt::format("/{}c", *observation.jobs[i].completed)
@@ -176,6 +185,9 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
                                        : std::string(),
             observation.jobs[i].in_flight_ns
                 ? fmt::format("/{}us-busy", *observation.jobs[i].in_flight_ns / 1000)
+                : std::string(),
+            observation.jobs[i].paced_in_flight_ns
+                ? fmt::format("/{}us-paced", *observation.jobs[i].paced_in_flight_ns / 1000)
                 : std::string(),
             quiet_trace(observation.jobs[i]));
       const std::string why = slot->policy->explain();
@@ -277,10 +289,14 @@ void Scheduler::relay(Registry& registry, Clock::time_point now) {
       if (fresh) {
         const SharedControlBlock& b = job->second.block;
         ProductionActivity& activity = activity_[id];
-        sample->second = activity.busy({b.launches(), b.completed_launches(), b.last_mark_launch()},
-                                       now_ns, kRelayActivityTimes);
-        seen->second.relayed = true;
-        if (activity.in_flight()) seen->second.in_flight_ns += elapsed_ns;
+        const std::optional<uint64_t> completed = b.completed_launches();
+        sample->second = activity.busy({b.launches(), completed, b.last_mark_launch()}, now_ns,
+                                       kRelayActivityTimes);
+        Seen& s = seen->second;
+        s.relayed = true;
+        const uint64_t credited_ns = activity.in_flight() ? elapsed_ns : 0;
+        s.in_flight_ns += credited_ns;
+        s.pace.sample(completed, credited_ns);
       }
       busy = busy || sample->second;
     }

@@ -597,13 +597,17 @@ class HarvestPolicy final : public Policy {
       if (job.in_flight_ns && device.window_ns > 0)
         busiest = std::max(busiest.value_or(0.0), static_cast<double>(*job.in_flight_ns) /
                                                       static_cast<double>(device.window_ns));
-      // A window of an idle job (before idle_windows declare it so) does not count.
-      recorded =
-          budget_.record_speed(job.job_id, mode_,
-                               static_cast<double>(production_[job.job_id].window_progress),
-                               static_cast<double>(job.in_flight_ns.value_or(device.window_ns)),
-                               static_cast<double>(device.window_ns)) ||
-          recorded;
+      // A window of an idle job (before idle_windows declare it so) does not count. Its speed in
+      // flight is read over the time its completions took where the relay timed them
+      // (JobObservation::paced_in_flight_ns).
+      const uint64_t in_flight_ns = job.paced_in_flight_ns.value_or(0) > 0
+                                        ? *job.paced_in_flight_ns
+                                        : job.in_flight_ns.value_or(device.window_ns);
+      recorded = budget_.record_speed(job.job_id, mode_,
+                                      static_cast<double>(production_[job.job_id].window_progress),
+                                      static_cast<double>(in_flight_ns),
+                                      static_cast<double>(device.window_ns)) ||
+                 recorded;
     }
     if (measured && !opportunistic_.empty()) budget_.record_gain(mode_, opportunistic_launches);
     if (busiest) budget_.record_busy(mode_, *busiest, recorded);

@@ -24,6 +24,7 @@ JobObservation observe(JobHistory& history, const JobCounters& c, uint64_t windo
   history.completed = now;
   o.busy_ns = c.busy_ns;
   if (c.in_flight_ns) o.in_flight_ns = std::min(*c.in_flight_ns, window_ns);
+  if (c.paced_in_flight_ns && o.completed) o.paced_in_flight_ns = c.paced_in_flight_ns;
   history.launches = c.launches;
   history.gate_waits = c.gate_waits;
   history.first = false;

@@ -32,6 +32,22 @@ import round_plot  # noqa: E402
 import stalls  # noqa: E402
 import start_up  # noqa: E402
 import tick_shares  # noqa: E402
+import workloads  # noqa: E402
+
+
+class WorkloadNames(unittest.TestCase):
+    def test_a_name_gives_model_kind_batch_pause_and_graph(self):
+        spec = workloads.parse("resnet50_train_b8_p20_g")
+        self.assertEqual((spec.model, spec.training, spec.batch, spec.pause_ms, spec.graph),
+                         ("resnet50", True, 8, 20, True))
+        self.assertFalse(workloads.parse("resnet50_infer_b8").graph)
+        self.assertEqual(workloads.parse("transformer_infer_b8_g").in_flight_depth, 1)
+
+    def test_a_bad_name_says_what_was_expected(self):
+        for name in ("resnet50_train_b8_g_p20", "vgg_train_b8", "resnet50_b8", "sleep_train_b1_g"):
+            with self.assertRaises(ValueError, msg=name) as caught:
+                workloads.parse(name)
+            self.assertIn(name, str(caught.exception))
 
 
 class ClearReadings(unittest.TestCase):
@@ -584,6 +600,15 @@ class PeriodNoise(unittest.TestCase):
         lines = [self.tick("(paused)", 1000, 30000), self.tick("", 1000, 30000)]
         self.assertIsNone(period_noise.windows("\n".join(lines))[1])  # default: 0.9 of the window
         self.assertEqual(period_noise.windows("\n".join(lines), 0.5)[1], ("paused", math.log(1000 / 30)))
+
+    def test_paced_is_kernels_per_ms_of_the_time_the_completions_took(self):
+        # A graph a window: 4 completions, the time since the last one 40 ms, in flight all 50 ms.
+        line = self.tick("", 4).replace("us-busy", "us-busy/40000us-paced")
+        lines = [self.tick("(paused)", 5), line, self.tick("", 4)]
+        entries = period_noise.windows("\n".join(lines), by_pace=True)
+        self.assertEqual(entries[1], ("paused", math.log(4 / 40)))
+        self.assertIsNone(entries[2])  # no paced time logged: an older daemon's line
+        self.assertEqual(period_noise.windows("\n".join(lines))[1], ("paused", math.log(4 / 50)))
 
     def test_throughput_is_kernels_per_window(self):
         lines = [self.tick("(paused)", 1000, 30000), self.tick("", 1000, 30000)]

@@ -74,6 +74,19 @@ TEST(Tick, BusyTimeIsClampedToTheWindow) {
   EXPECT_EQ(observe(h, c, kWindow).in_flight_ns, kWindow);
 }
 
+TEST(Tick, PacedBusyTimeComesOnlyWithCompletions) {
+  JobHistory h;
+  JobCounters c = counters(1, 10, JobClass::production);
+  c.completed_launches = 4;
+  observe(h, c, kWindow);
+  c.launches = 20;
+  c.completed_launches = 8;
+  c.paced_in_flight_ns = 2 * kWindow;  // the completions took longer than the window: kept
+  EXPECT_EQ(observe(h, c, kWindow).paced_in_flight_ns, 2 * kWindow);
+  c.completed_launches = std::nullopt;  // no completion count: no pace either
+  EXPECT_FALSE(observe(h, c, kWindow).paced_in_flight_ns);
+}
+
 TEST(Tick, ProductionIsNeverBoundedNorIdleGated) {
   Gate g{.job_id = 1, .launches = kUnlimited, .max_in_flight = 4, .production_idle_only = true};
   JobControl production = control_for(g, JobClass::production, 100);

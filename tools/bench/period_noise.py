@@ -19,6 +19,9 @@ ended and the gate for the next one).
 A launch-bound job that pauses on the CPU each step is in flight about two thirds of each window
 (§4t): with the default none of its windows count, with 0 all do.
 --per-log: a line per daemon log (one fresh daemon per repetition), not per archive.
+--paced: production's kernels per ms of the in-flight time its completions took (the relay's
+`/Nus-paced`, from one completion to the next across windows) instead of per ms in flight in the
+window; windows without it (no completions, or a daemon that does not log it) do not count.
 --throughput: production's kernels per window of its busy time instead of per ms in flight (the
 budget's `throughput_cost`): a launch-bound job with CPU work between its kernels can lose steps
 beside with no loss of speed in flight (§4t).
@@ -28,7 +31,7 @@ moved by more than JUMP (in log) between them: where it did, the beside run's tw
 the paused run before and after) disagree by about that much, and a pair cannot tell the move from
 a cost (a launch-bound server's speed jumps between levels for seconds, docs/benchmarks.md §4w).
 
-Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] [--throughput] ARCHIVE.tgz ...
+Usage: python3 tools/bench/period_noise.py [--min-in-flight F] [--per-log] [--throughput | --paced] ARCHIVE.tgz ...
        python3 tools/bench/period_noise.py --triplets 0.2 ARCHIVE.tgz ...
   e.g. python3 tools/bench/period_noise.py docs/bench-results/2026-11-26-m/call4*-s5g1-logs.tgz
        python3 tools/bench/period_noise.py --min-in-flight 0 --per-log \
@@ -40,7 +43,7 @@ import os
 import statistics
 import sys
 
-from tick_shares import completions, daemon_logs, moded_ticks, window_text
+from tick_shares import completions, daemon_logs, moded_ticks, paced, window_text
 
 MEASURED = (1, 2, 3)
 FULL = 0.9  # production in flight at least this share of the window
@@ -54,12 +57,13 @@ def share(text):
     return value
 
 
-def windows(text, min_in_flight=FULL, throughput=False):
+def windows(text, min_in_flight=FULL, throughput=False, by_pace=False):
     """(mode, log speed) per tick line with one production and one opportunistic job; None where
     production was in flight less than `min_in_flight` of the window, where a beside window's
     opportunistic job launched nothing (it was not running beside: the budget measures only
     windows where an opportunistic job wants to run, and S5's production controls run with it
-    idle), or a line says nothing."""
+    idle), or a line says nothing. `by_pace`: the speed over the in-flight time the window's
+    completions took (--paced); None where the line has none."""
     out = []
     for previous, tick in moded_ticks(text):
         entry = None
@@ -69,7 +73,9 @@ def windows(text, min_in_flight=FULL, throughput=False):
             done, in_flight_us = speed
             if done > 0 and in_flight_us > 0 and in_flight_us >= min_in_flight * tick.window_us:
                 per_us = tick.window_us if throughput else in_flight_us
-                entry = (previous, math.log(done / (per_us / 1000)))
+                if by_pace:
+                    per_us = paced(tick.production[0])
+                entry = (previous, math.log(done / (per_us / 1000))) if per_us else None
         out.append(entry)
     return out
 
@@ -147,7 +153,9 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--min-in-flight", type=share, default=FULL)
     parser.add_argument("--per-log", action="store_true")
-    parser.add_argument("--throughput", action="store_true")
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument("--throughput", action="store_true")
+    speed.add_argument("--paced", action="store_true")
     parser.add_argument("--triplets", type=float, metavar="JUMP",
                         help="instead: beside runs between paused ones, where the paused speed moved by "
                              "more than JUMP in log (each log's benchmark window only)")
@@ -161,7 +169,7 @@ def main(argv):
     for path in args.archives:
         groups = {}  # printed name -> k -> differences
         for name, text in daemon_logs(path):
-            entries = windows(text, args.min_in_flight, args.throughput)
+            entries = windows(text, args.min_in_flight, args.throughput, args.paced)
             group = groups.setdefault(f"{os.path.basename(path)} {name}" if args.per_log
                                       else os.path.basename(path), {k: [] for k in MEASURED})
             for k in MEASURED:

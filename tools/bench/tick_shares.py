@@ -48,6 +48,7 @@ from typing import NamedTuple, Optional
 TOKEN = re.compile(r"job(\d+):([PO]):(\d+)l/(\d+)w(\S*)")
 WINDOW = re.compile(r" window=(\d+)us")
 SPEED = re.compile(r"/(\d+)c->[^/]*/(\d+)us-busy")
+PACED = re.compile(r"/(\d+)us-paced")
 BESIDE = re.compile(r"beside=\S+")
 
 
@@ -123,6 +124,14 @@ def completions(token):
     """A production token's (kernels completed, µs in flight) in the window; None if not reported."""
     speed = SPEED.search(token[4])
     return (int(speed.group(1)), int(speed.group(2))) if speed else None
+
+
+def paced(token):
+    """A production token's µs in flight that its window's completions took (the daemon's
+    JobObservation::paced_in_flight_ns, logged since the twenty-ninth session); None if not
+    reported (an older daemon, or a window without completions)."""
+    found = PACED.search(token[4])
+    return int(found.group(1)) if found else None
 
 
 def daemon_logs(path):

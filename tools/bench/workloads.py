@@ -1,8 +1,11 @@
 """Workloads of the benchmark harness: random weights, synthetic data, nothing downloaded.
 
-A workload is named `<model>_<train|infer>_b<batch>[_p<pause ms>]`, for example
+A workload is named `<model>_<train|infer>_b<batch>[_p<pause ms>][_g]`, for example
 `resnet50_train_b32`, `resnet50_infer_b8` or `resnet50_train_b8_p20` (a production job that
 leaves the GPU idle 20 ms per iteration, as a job does while it loads data without prefetching).
+`_g`: each iteration is one CUDA graph, captured once and replayed (`torch.cuda.CUDAGraph`), as
+inference servers and `torch.compile(mode="reduce-overhead")` run: the driver sees one
+`cuGraphLaunch` an iteration instead of hundreds of kernel launches.
 
 Models: resnet50 and mobilenet_v2 (torchvision, 224x224 images, 1000 classes), transformer (a
 6-layer encoder, d=512, 8 heads, sequence 128, vocabulary 8000), and `sleep`, which uses no GPU
@@ -17,7 +20,8 @@ import time
 from dataclasses import dataclass
 
 MODELS = ("resnet50", "mobilenet_v2", "transformer", "sleep")
-_NAME = re.compile(r"^(?P<model>[a-z0-9_]+?)_(?P<kind>train|infer)_b(?P<batch>\d+)(?:_p(?P<pause>\d+))?$")
+_NAME = re.compile(
+    r"^(?P<model>[a-z0-9_]+?)_(?P<kind>train|infer)_b(?P<batch>\d+)(?:_p(?P<pause>\d+))?(?P<graph>_g)?$")
 
 # The transformer's shape ("about 6 layers, d=512").
 TRANSFORMER_LAYERS = 6
@@ -37,6 +41,7 @@ class WorkloadSpec:
     training: bool
     batch: int
     pause_ms: int  # CPU-side pause after each iteration, GPU idle meanwhile
+    graph: bool = False  # each iteration one CUDA graph replay
 
     @property
     def in_flight_depth(self) -> int:
@@ -53,10 +58,13 @@ def parse(name: str) -> WorkloadSpec:
     m = _NAME.match(name)
     if not m or m["model"] not in MODELS:
         raise ValueError(
-            f"unknown workload {name!r}: expected <model>_<train|infer>_b<batch>[_p<ms>] "
+            f"unknown workload {name!r}: expected <model>_<train|infer>_b<batch>[_p<ms>][_g] "
             f"with model one of {', '.join(MODELS)}"
         )
-    return WorkloadSpec(name, m["model"], m["kind"] == "train", int(m["batch"]), int(m["pause"] or 0))
+    if m["graph"] and m["model"] == "sleep":
+        raise ValueError(f"unknown workload {name!r}: `sleep` uses no GPU, so it has no graph (_g)")
+    return WorkloadSpec(name, m["model"], m["kind"] == "train", int(m["batch"]), int(m["pause"] or 0),
+                        bool(m["graph"]))
 
 
 class Job:
@@ -91,12 +99,31 @@ class Job:
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         else:
             self.model.eval()
+        self.graph = self._capture() if spec.graph else None
         torch.cuda.synchronize()
 
-    def forward(self):
-        if self.stream is None:
-            time.sleep(SLEEP_STEP_S / 2)
-            return
+    def _capture(self):
+        """One iteration captured as a CUDA graph, after warm-up iterations on the job's stream
+        (the optimizer's state and cuBLAS's workspaces then exist before the capture, as
+        PyTorch's "whole-network capture" recipe asks)."""
+        import torch
+
+        self.stream.wait_stream(torch.cuda.current_stream())
+        for _ in range(3):
+            self._iteration()
+        torch.cuda.current_stream().wait_stream(self.stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        if self.spec.training:
+            self.optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph, stream=self.stream):
+            self._iteration(in_graph=True)
+        torch.cuda.synchronize()
+        return graph
+
+    def _iteration(self, in_graph=False):
+        """One whole iteration enqueued on the job's stream, outside a graph or inside one being
+        captured (there the gradients are not zeroed: the captured backward writes them)."""
         import torch
 
         with torch.cuda.stream(self.stream):
@@ -104,19 +131,41 @@ class Job:
                 with torch.inference_mode():
                     self.model(self.inputs)
                 return
+            if not in_graph:
+                self.optimizer.zero_grad(set_to_none=True)
+            loss = self._loss_of(self.model(self.inputs))
+            loss.backward()
+            self.optimizer.step()
+
+    def _loss_of(self, out):
+        if self.spec.model == "transformer":
+            return self.criterion(out.reshape(-1, TRANSFORMER_VOCAB), self.targets.reshape(-1))
+        return self.criterion(out, self.targets)
+
+    def forward(self):
+        if self.stream is None:
+            time.sleep(SLEEP_STEP_S / 2)
+            return
+        import torch
+
+        if self.graph is not None:  # the whole iteration: a graph is not split
+            with torch.cuda.stream(self.stream):
+                self.graph.replay()
+            return
+
+        with torch.cuda.stream(self.stream):
+            if not self.spec.training:
+                with torch.inference_mode():
+                    self.model(self.inputs)
+                return
             self.optimizer.zero_grad(set_to_none=True)
-            out = self.model(self.inputs)
-            if self.spec.model == "transformer":
-                out = out.reshape(-1, TRANSFORMER_VOCAB)
-                self._loss = self.criterion(out, self.targets.reshape(-1))
-            else:
-                self._loss = self.criterion(out, self.targets)
+            self._loss = self._loss_of(self.model(self.inputs))
 
     def backward(self):
         if self.stream is None:
             time.sleep(SLEEP_STEP_S / 2)
             return
-        if not self.spec.training:
+        if not self.spec.training or self.graph is not None:
             return
         import torch
 

@@ -39,6 +39,13 @@ struct JobObservation {
   // Time in this window during which the job had work on the GPU, for production jobs on a device
   // with kernel-level idle gating (the daemon's idle relay samples it every 250 µs).
   std::optional<uint64_t> in_flight_ns = std::nullopt;
+  // The time with work in flight that this window's completions took: from the previous window's
+  // last completion the relay saw to this one's (the relay's clock, not the window's), where the
+  // relay samples the job. A job that completes few marks a window (one CUDA graph an
+  // iteration: 3-6 a 50 ms window) makes its completions per window jump by whole marks, ±1 of
+  // 5 a 20 % swing of the speed in flight; completions over the time they took do not. A window
+  // without completions has none: its time goes to the next that has.
+  std::optional<uint64_t> paced_in_flight_ns = std::nullopt;
   // The job is a client of the daemon's MPS server (docs/mps.md): its kernels can run beside the
   // other clients', an opportunistic one at client priority 1. Fixed at the job's first cuInit.
   bool mps_client = false;

@@ -34,6 +34,7 @@ struct JobCounters {
   bool bounded = false;          // a bound on in-flight kernels was in force in this window
   std::optional<uint64_t> busy_ns = std::nullopt;       // this window's GPU time
   std::optional<uint64_t> in_flight_ns = std::nullopt;  // this window's time with work in flight
+  std::optional<uint64_t> paced_in_flight_ns = std::nullopt;  // JobObservation's
   bool mps_client = false;  // JobObservation::mps_client
 };
 
