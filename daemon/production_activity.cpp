@@ -71,20 +71,4 @@ void ProductionActivity::keep_lag(uint64_t lag_ns) {
   ++lags_seen_;
 }
 
-void CompletionPace::sample(std::optional<uint64_t> completed, uint64_t credited_ns) {
-  in_flight_ns_ += credited_ns;
-  if (completed && completed != completed_) {
-    completed_ = completed;
-    in_flight_at_completion_ns_ = in_flight_ns_;
-  }
-}
-
-std::optional<CompletionPace::Reading> CompletionPace::take() {
-  if (!completed_) return std::nullopt;
-  const Reading r{.completed = *completed_,
-                  .in_flight_ns = in_flight_at_completion_ns_ - taken_ns_};
-  taken_ns_ = in_flight_at_completion_ns_;
-  return r;
-}
-
 }  // namespace gpushare::daemon

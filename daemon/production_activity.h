@@ -88,30 +88,4 @@ class ProductionActivity {
   size_t lags_seen_ = 0;
 };
 
-// The in-flight time a production job's completions took (JobCounters::paced_in_flight_ns): the
-// relay's samples credit its busy time, and the time up to the sample that saw its completed
-// count move is the time of the completions counted so far. A tick reads the count as of that
-// sample with the busy time between it and the previous tick's: its completions over the time
-// they took, where a count and busy time cut at the tick make a job of few completions a window
-// (one CUDA graph an iteration, 3-6 a 50 ms window) jump by whole completions (on the H100,
-// 2026-12-07: a pair of periods of graph-captured resnet50 b8 training spread 0.127 in log speed
-// so, 0.090 paced, over 37 pairs; resnet50 b8 without graphs 0.144 both ways, over 20).
-class CompletionPace {
- public:
-  struct Reading {
-    uint64_t completed = 0;     // the count at the last sample that saw it move
-    uint64_t in_flight_ns = 0;  // busy time up to that sample since the previous reading's
-  };
-  // One relay sample: the count read then, and the busy time credited to the job at it.
-  void sample(std::optional<uint64_t> completed, uint64_t credited_ns);
-  // A tick's reading; none before the count is first seen.
-  std::optional<Reading> take();
-
- private:
-  uint64_t in_flight_ns_ = 0;  // all the busy time credited
-  std::optional<uint64_t> completed_;
-  uint64_t in_flight_at_completion_ns_ = 0;
-  uint64_t taken_ns_ = 0;  // in_flight_at_completion_ns_ at the last reading
-};
-
 }  // namespace gpushare::daemon

@@ -127,7 +127,7 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
       // The count the relay last saw move, with the busy time up to that sample: this window's
       // completions over the time they took (a count read now would hold completions whose time
       // the next window gets).
-      if (std::optional<CompletionPace::Reading> paced = seen.pace.take()) {
+      if (std::optional<policies::CompletionPace::Reading> paced = seen.pace.take()) {
         c.completed_launches = paced->completed;
         c.paced_in_flight_ns = paced->in_flight_ns;
       }

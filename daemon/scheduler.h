@@ -118,7 +118,7 @@ class Scheduler {
     bool held_for_production = false;  // kPausedWhileProductionBusy set by the relay
     uint64_t in_flight_ns = 0;         // production: time the relay saw it busy since the tick
     bool relayed = false;              // production: the relay sampled it since the tick
-    CompletionPace pace;               // production: its completions as the relay timed them
+    policies::CompletionPace pace;     // production: its completions as the relay timed them
   };
   DevicePolicy* policy_for(int device, const PolicyChoice& choice);
 

@@ -24,11 +24,27 @@ JobObservation observe(JobHistory& history, const JobCounters& c, uint64_t windo
   history.completed = now;
   o.busy_ns = c.busy_ns;
   if (c.in_flight_ns) o.in_flight_ns = std::min(*c.in_flight_ns, window_ns);
-  if (c.paced_in_flight_ns && o.completed) o.paced_in_flight_ns = c.paced_in_flight_ns;
+  o.paced_in_flight_ns = c.paced_in_flight_ns;
   history.launches = c.launches;
   history.gate_waits = c.gate_waits;
   history.first = false;
   return o;
+}
+
+void CompletionPace::sample(std::optional<uint64_t> completed, uint64_t credited_ns) {
+  in_flight_ns_ += credited_ns;
+  if (completed && completed != completed_) {
+    completed_ = completed;
+    in_flight_at_completion_ns_ = in_flight_ns_;
+  }
+}
+
+std::optional<CompletionPace::Reading> CompletionPace::take() {
+  if (!completed_) return std::nullopt;
+  const Reading r{.completed = *completed_,
+                  .in_flight_ns = in_flight_at_completion_ns_ - taken_ns_};
+  taken_ns_ = in_flight_at_completion_ns_;
+  return r;
 }
 
 JobControl control_for(const Gate& gate, JobClass job_class, uint64_t launches_so_far) {

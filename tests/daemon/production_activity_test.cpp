@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 using gpushare::daemon::ActivityTimes;
-using gpushare::daemon::CompletionPace;
 using gpushare::daemon::ProductionActivity;
 using gpushare::daemon::ProductionSignals;
 
@@ -171,30 +170,4 @@ TEST(ProductionActivity, MarksGoingBackwardsAreNotTimed) {
   a.busy({.launches = 12, .completed = 4, .last_mark = 12}, t + 1000 * kUs, kTimes);
   a.busy({.launches = 12, .completed = 12, .last_mark = 12}, t + 1250 * kUs, kTimes);
   EXPECT_EQ(a.quiet_ns(kTimes), 500 * kUs);
-}
-
-// A graph a window: each completion's busy time goes with it, not with the window it ends in.
-TEST(CompletionPace, ATickReadsTheCompletionsOverTheTimeTheyTook) {
-  CompletionPace pace;
-  EXPECT_FALSE(pace.take()) << "no completion seen yet";
-  pace.sample(std::nullopt, 250 * kUs);  // a shim that does not track completions (yet)
-  EXPECT_FALSE(pace.take());
-  pace.sample(0, 250 * kUs);  // the count first seen: busy since the start
-  pace.sample(0, 10 * kMs);
-  pace.sample(1, 2 * kMs);  // the first graph done 12.5 ms in
-  pace.sample(1, 8 * kMs);  // busy on the next, not done at the tick
-  std::optional<CompletionPace::Reading> r = pace.take();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->completed, 1u);
-  EXPECT_EQ(r->in_flight_ns, 12500 * kUs);  // the 8 ms after it belong to the next graph
-  pace.sample(2, 4 * kMs);                  // done after 12 ms of busy time, 8 of them before
-  pace.sample(2, 0);                        // idle
-  r = pace.take();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->completed, 2u);
-  EXPECT_EQ(r->in_flight_ns, 12 * kMs);
-  r = pace.take();  // nothing completed since: no time either, the count as it was
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->completed, 2u);
-  EXPECT_EQ(r->in_flight_ns, 0u);
 }

@@ -74,17 +74,14 @@ TEST(Tick, BusyTimeIsClampedToTheWindow) {
   EXPECT_EQ(observe(h, c, kWindow).in_flight_ns, kWindow);
 }
 
-TEST(Tick, PacedBusyTimeComesOnlyWithCompletions) {
+TEST(Tick, PacedBusyTimeIsNotClampedToTheWindow) {
   JobHistory h;
   JobCounters c = counters(1, 10, JobClass::production);
-  c.completed_launches = 4;
   observe(h, c, kWindow);
   c.launches = 20;
-  c.completed_launches = 8;
+  EXPECT_FALSE(observe(h, c, kWindow).paced_in_flight_ns);
   c.paced_in_flight_ns = 2 * kWindow;  // the completions took longer than the window: kept
   EXPECT_EQ(observe(h, c, kWindow).paced_in_flight_ns, 2 * kWindow);
-  c.completed_launches = std::nullopt;  // no completion count: no pace either
-  EXPECT_FALSE(observe(h, c, kWindow).paced_in_flight_ns);
 }
 
 TEST(Tick, ProductionIsNeverBoundedNorIdleGated) {
@@ -148,6 +145,33 @@ TEST(Tick, AGateForAJobNotObservedIsDropped) {
   JobHistory h;
   std::vector<JobHistory*> history = {&h};
   EXPECT_TRUE(tick_device(policy, jobs, history, 0, kWindow).controls.empty());
+}
+
+// A graph a window: each completion's busy time goes with it, not with the window it ends in.
+TEST(CompletionPace, ATickReadsTheCompletionsOverTheTimeTheyTook) {
+  constexpr uint64_t kUs = 1000, kMs = 1000 * kUs;
+  CompletionPace pace;
+  EXPECT_FALSE(pace.take()) << "no completion seen yet";
+  pace.sample(std::nullopt, 250 * kUs);  // a shim that does not track completions (yet)
+  EXPECT_FALSE(pace.take());
+  pace.sample(0, 250 * kUs);  // the count first seen: busy since the start
+  pace.sample(0, 10 * kMs);
+  pace.sample(1, 2 * kMs);  // the first graph done 12.5 ms in
+  pace.sample(1, 8 * kMs);  // busy on the next, not done at the tick
+  std::optional<CompletionPace::Reading> r = pace.take();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->completed, 1u);
+  EXPECT_EQ(r->in_flight_ns, 12500 * kUs);  // the 8 ms after it belong to the next graph
+  pace.sample(2, 4 * kMs);                  // done after 12 ms of busy time, 8 of them before
+  pace.sample(2, 0);                        // idle
+  r = pace.take();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->completed, 2u);
+  EXPECT_EQ(r->in_flight_ns, 12 * kMs);
+  r = pace.take();  // nothing completed since: no time either, the count as it was
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->completed, 2u);
+  EXPECT_EQ(r->in_flight_ns, 0u);
 }
 
 }  // namespace

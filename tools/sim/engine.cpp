@@ -48,6 +48,11 @@ struct Job {
   // Time in this window with kernels queued or running (what the daemon's idle relay measures
   // of a production job: JobObservation::in_flight_ns), and since when the current stretch runs.
   uint64_t window_in_flight_ns = 0, in_flight_since = 0;
+  // Production's completions over the time they took (JobCounters::paced_in_flight_ns), sampled
+  // at every kernel's end as the daemon's relay samples them every 250 µs: the in-flight time of
+  // the stretches ended, and of all of them at the last sample.
+  policies::CompletionPace pace;
+  uint64_t in_flight_ended_ns = 0, in_flight_sampled_ns = 0;
   JobResult result;
 
   // Kernel durations from splitmix64: the same sequence in every run of this job.
@@ -203,8 +208,15 @@ class Simulation {
     Job& job = jobs_[index];
     job.window_busy_ns += now_ - std::max(run_start_, window_start_);
     running_ = false;
-    if (--job.in_flight == 0)
+    if (job.spec->job_class == policies::JobClass::production) {
+      const uint64_t in_flight_ns = job.in_flight_ended_ns + (now_ - job.in_flight_since);
+      job.pace.sample(job.result.kernels + 1, in_flight_ns - job.in_flight_sampled_ns);
+      job.in_flight_sampled_ns = in_flight_ns;
+    }
+    if (--job.in_flight == 0) {
       job.window_in_flight_ns += now_ - std::max(job.in_flight_since, window_start_);
+      job.in_flight_ended_ns += now_ - job.in_flight_since;
+    }
     if (job.spec->job_class == policies::JobClass::production) --production_in_flight_;
     ++job.result.kernels;
     ++(production_scheduled(trace_, now_) ? job.result.kernels_while_on
@@ -252,6 +264,9 @@ class Simulation {
         c.in_flight_ns = job.window_in_flight_ns +
                          (job.in_flight > 0 ? now_ - std::max(job.in_flight_since, window_start_)
                                             : 0);
+      if (trace_.report_in_flight && spec.job_class == policies::JobClass::production)
+        if (std::optional<policies::CompletionPace::Reading> paced = job.pace.take())
+          c.paced_in_flight_ns = paced->in_flight_ns;
       counters.push_back(c);
       history.push_back(&job.history);
       if (timeline_)
