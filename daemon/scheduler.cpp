@@ -131,6 +131,10 @@ void Scheduler::tick(Registry& registry, Clock::time_point now,
         c.completed_launches = paced->completed;
         c.paced_in_flight_ns = paced->in_flight_ns;
       }
+    } else {
+      // Not sampled in this window: what the pace last saw is stale (the count has moved since,
+      // without its time); it starts again at the relay's next sample.
+      seen.pace = {};
     }
     seen.relayed = false;
     seen.in_flight_ns = 0;
