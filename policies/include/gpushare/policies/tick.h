@@ -46,7 +46,8 @@ struct JobCounters {
 // time they took, where a count and busy time cut at the tick make a job of few completions a
 // window (one CUDA graph an iteration, 3-6 a 50 ms window) jump by whole completions (on the H100,
 // 2026-12-07: a pair of periods of graph-captured resnet50 b8 training spread 0.127 in log speed
-// so, 0.090 paced, over 37 pairs; resnet50 b8 without graphs 0.144 both ways, over 20).
+// counted per window, 0.090 paced, over 37 pairs; resnet50 b8 without graphs 0.144 both ways,
+// over 20).
 class CompletionPace {
  public:
   struct Reading {
