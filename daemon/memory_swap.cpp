@@ -111,6 +111,8 @@ void publish_views(Registry& registry, const MemoryBroker& broker, const MemoryC
     if (!b) continue;
     b->swappable_memory.store(config.oversubscribe && job.granted == JobClass::opportunistic,
                               std::memory_order_relaxed);
+    b->capture_patience_ms.store(static_cast<uint32_t>(config.swap_timeout.count() / 2),
+                                 std::memory_order_relaxed);
     std::optional<uint64_t> limit = job_limit(config, job);
     size_t slot = 0;
     for (int d : devices) {

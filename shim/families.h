@@ -16,6 +16,7 @@
 #include "memory_admission.h"
 #include "memory_swap.h"
 #include "memory_view.h"
+#include "stream_capture.h"
 
 namespace gpushare::shim {
 
@@ -40,7 +41,7 @@ template <Hook H, class... A>
 inline CUresult launch(A... args) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
-  const GatePass pass = pass_gate(g_shim, 1);
+  const GatePass pass = pass_gate(g_shim, 1, {launch_stream(args...), kPerThreadStream<H>});
   const uint32_t bound = in_flight_bound(pass.block);
   if (bound) [[unlikely]]
     in_flight_before_launch(g_shim, bound, launch_stream(args...), kPerThreadStream<H>);
@@ -71,7 +72,7 @@ inline CUresult graph_launch(CUgraphExec graph, CUstream stream) {
   auto fn = real<H>();
   if (!fn) [[unlikely]] return kNoDriver;
   // A graph is one gate ticket: the shim cannot see how many kernels it holds without walking it.
-  const GatePass pass = pass_gate(g_shim, 1);
+  const GatePass pass = pass_gate(g_shim, 1, {stream, kPerThreadStream<H>});
   pass.block->graph_launches.fetch_add(1, std::memory_order_relaxed);
   const uint32_t bound = in_flight_bound(pass.block);
   if (bound) [[unlikely]]
@@ -92,6 +93,38 @@ inline CUresult init(unsigned int flags) {
   daemon_link_before_init();  // CUDA_MPS_* must be in the environment before the driver reads it
   CUresult result = fn(flags);
   if (result == CUDA_SUCCESS) result = on_first_init();
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+// A stream capture's start and end, counted so that the swap thread never moves memory (which
+// synchronises the context) while a capture is in progress (stream_capture.h).
+template <Hook H, class... A>
+inline CUresult capture_begin(CUstream stream, A... rest) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]]
+    return kNoDriver;
+  CaptureExclusion& captures = capture_exclusion();
+  captures.before_begin();
+  CUresult result = fn(stream, rest...);
+  captures.after_begin(capture_key(stream, kPerThreadStream<H>), result == CUDA_SUCCESS);
+  count_call(H, result == CUDA_SUCCESS);
+  return result;
+}
+
+template <Hook H>
+inline CUresult capture_end(CUstream stream, CUgraph* graph) {
+  auto fn = real<H>();
+  if (!fn) [[unlikely]]
+    return kNoDriver;
+  CUresult result = fn(stream, graph);
+  const DriverCalls& d = driver_calls();
+  bool over;
+  {
+    RelaxedCapture relaxed(d);
+    over = capture_over(d, stream, kPerThreadStream<H>);
+  }
+  capture_exclusion().after_end(capture_key(stream, kPerThreadStream<H>), over);
   count_call(H, result == CUDA_SUCCESS);
   return result;
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "gpushare/protocol/futex.h"
+#include "stream_capture.h"
 
 namespace gpushare::shim {
 namespace {
@@ -35,7 +36,13 @@ void fall_back_to_local(ShimContext& ctx) {
   if (old != local_control_block(ctx)) open_gate(old);
 }
 
-void gate_wait(const ShimContext& ctx, protocol::ControlBlock* block, uint64_t ticket) {
+void gate_wait(const ShimContext& ctx, protocol::ControlBlock* block, uint64_t ticket,
+               LaunchStream stream) {
+  if (stream.known) {
+    const DriverCalls& d = ctx.driver();
+    RelaxedCapture relaxed(d);
+    if (capturing(d, stream.stream, stream.per_thread)) return;
+  }
   uint64_t start = now_ns();
   block->gate_waits.fetch_add(1, std::memory_order_relaxed);
   for (;;) {

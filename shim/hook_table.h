@@ -10,6 +10,8 @@
 //   launch        a kernel launch: counted, gated
 //   launch_multi  a launch of one kernel on several devices
 //   graph_launch  a graph launch: counted, gated
+//   capture_begin/capture_end  a stream capture's start and end: the swap thread's moves wait for
+//                 captures in progress (stream_capture.h)
 //   alloc/dealloc device memory: accounted (bytes live and peak per device)
 //   mem_info      the job's view of device memory
 //   proc_address  cuGetProcAddress: hands back our wrappers for hooked symbols
@@ -47,6 +49,23 @@
     (CUDA_LAUNCH_PARAMS* list, unsigned int devices, unsigned int flags), (list, devices, flags))  \
   X(graph_launch, cuda, cuGraphLaunch, CUresult, (CUgraphExec g, CUstream s), (g, s))              \
   X(graph_launch, cuda, cuGraphLaunch_ptsz, CUresult, (CUgraphExec g, CUstream s), (g, s))         \
+  X(capture_begin, cuda, cuStreamBeginCapture, CUresult, (CUstream s), (s))                       \
+  X(capture_begin, cuda, cuStreamBeginCapture_ptsz, CUresult, (CUstream s), (s))                  \
+  X(capture_begin, cuda, cuStreamBeginCapture_v2, CUresult, (CUstream s, CUstreamCaptureMode mode),\
+    (s, mode))                                                                                     \
+  X(capture_begin, cuda, cuStreamBeginCapture_v2_ptsz, CUresult,                                   \
+    (CUstream s, CUstreamCaptureMode mode), (s, mode))                                             \
+  X(capture_begin, cuda, cuStreamBeginCaptureToGraph, CUresult,                                    \
+    (CUstream s, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,             \
+     size_t count, CUstreamCaptureMode mode),                                                      \
+    (s, graph, deps, edges, count, mode))                                                          \
+  X(capture_begin, cuda, cuStreamBeginCaptureToGraph_ptsz, CUresult,                               \
+    (CUstream s, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,             \
+     size_t count, CUstreamCaptureMode mode),                                                      \
+    (s, graph, deps, edges, count, mode))                                                          \
+  X(capture_end, cuda, cuStreamEndCapture, CUresult, (CUstream s, CUgraph* graph), (s, graph))    \
+  X(capture_end, cuda, cuStreamEndCapture_ptsz, CUresult, (CUstream s, CUgraph* graph),           \
+    (s, graph))                                                                                    \
   X(alloc, cuda, cuMemAlloc_v2, CUresult, (CUdeviceptr* dptr, size_t bytes), (dptr, bytes))        \
   X(alloc, cuda, cuMemAllocPitch_v2, CUresult,                                                     \
     (CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size),    \

@@ -13,7 +13,17 @@
 namespace gpushare::shim {
 
 enum class Family : uint8_t {
-  init, launch, launch_multi, graph_launch, alloc, dealloc, mem_info, proc_address, nvml_mem_info
+  init,
+  launch,
+  launch_multi,
+  graph_launch,
+  capture_begin,
+  capture_end,
+  alloc,
+  dealloc,
+  mem_info,
+  proc_address,
+  nvml_mem_info
 };
 enum class Library : uint8_t { cuda, nvml };
 

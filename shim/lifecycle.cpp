@@ -14,6 +14,7 @@
 #include "in_flight.h"
 #include "log.h"
 #include "settings.h"
+#include "stream_capture.h"
 
 namespace gpushare::shim {
 namespace {
@@ -29,6 +30,7 @@ void after_fork_in_child() {
   daemon_link_after_fork_child();
   in_flight_reset_after_fork(g_shim);
   completions_reset_after_fork();
+  capture_exclusion().reset_after_fork();
 }
 
 __attribute__((constructor)) void on_load() {

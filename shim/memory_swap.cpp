@@ -7,18 +7,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
 
-#include "gpushare/protocol/futex.h"
 #include "background_thread.h"
 #include "daemon_link.h"
+#include "driver_calls.h"
+#include "gpushare/protocol/futex.h"
 #include "hooks.h"
 #include "log.h"
-#include "driver_calls.h"
+#include "stream_capture.h"
 
 namespace gpushare::shim {
 
@@ -114,6 +116,43 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
   return moved;
 }
 
+// How long a move waits for the program's graph captures to end: the daemon's word
+// (capture_patience_ms, half its swap timeout: production memory comes first), else 1 s. Captures
+// take milliseconds.
+std::chrono::milliseconds capture_patience(const ControlBlock* block) {
+  uint32_t ms = block->capture_patience_ms.load(std::memory_order_relaxed);
+  return std::chrono::milliseconds(ms ? ms : 1000);
+}
+
+// move_all between the program's captures (stream_capture.h): its context synchronisations would
+// invalidate a capture in progress. Takes the state's mutex only once no capture is in progress,
+// since the program may allocate (track_swappable) inside a capture.
+uint64_t move_between_captures(SwapState& s, const ControlBlock* block, Residency to,
+                               std::atomic<uint64_t>* progress = nullptr, uint64_t limit = 0,
+                               Residency* now_at = nullptr) {
+  CaptureExclusion& captures = capture_exclusion();
+  const std::chrono::milliseconds patience = capture_patience(block);
+  if (!captures.begin_move(patience))
+    log_warning(
+        "a CUDA graph capture of this program has been in progress for over %lld ms: "
+        "moving its memory now may invalidate that capture",
+        static_cast<long long>(patience.count()));
+  uint64_t moved;
+  {
+    std::lock_guard lock(s.mutex);
+    moved = move_all(s, to, progress, limit);
+    if (now_at) *now_at = s.residency;
+  }
+  captures.end_move();
+  return moved;
+}
+
+// The residency, read under the state's mutex.
+Residency residency_now(SwapState& s) {
+  std::lock_guard lock(s.mutex);
+  return s.residency;
+}
+
 void wait_for_request(ControlBlock* block, uint32_t seq) {
   // The timeout also notices a replaced or lost control block.
   protocol::futex_wait(&block->memory_request_seq, seq, 100'000'000);
@@ -125,10 +164,7 @@ void* swap_thread(void*) {
     ControlBlock* block = control_block();
     if (block == local_control_block()) {
       // No daemon (any more): pass-through, so the memory belongs on the device again.
-      {
-        std::lock_guard lock(s.mutex);
-        if (s.residency == Residency::host) move_all(s, Residency::device);
-      }
+      if (residency_now(s) == Residency::host) move_between_captures(s, block, Residency::device);
       timespec pause{0, 100 * 1000 * 1000};
       nanosleep(&pause, nullptr);
       continue;
@@ -136,9 +172,10 @@ void* swap_thread(void*) {
     uint32_t seq = block->memory_request_seq.load(std::memory_order_acquire);
     if (seq == block->memory_done_seq.load(std::memory_order_relaxed)) {
       // A new daemon (new block) believes the memory is on the device: make it so.
-      std::lock_guard lock(s.mutex);
-      if (s.residency == Residency::host && seq == 0) move_all(s, Residency::device);
-      block->memory_residency.store(static_cast<uint32_t>(s.residency), std::memory_order_relaxed);
+      Residency now_at = residency_now(s);
+      if (now_at == Residency::host && seq == 0)
+        move_between_captures(s, block, Residency::device, nullptr, 0, &now_at);
+      block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);
     }
     if (seq == block->memory_done_seq.load(std::memory_order_relaxed)) {
       wait_for_request(block, seq);
@@ -160,13 +197,9 @@ void* swap_thread(void*) {
                                : 0;
     uint64_t start = now_ns(), moved = 0;
     Residency now_at = target;
-    {
-      std::lock_guard lock(s.mutex);
-      // Not `s.residency == target ? 0 : ...`: after a bounded move the memory is partly on the
-      // device while `residency` says host; move_all passes over what is in place already.
-      moved = move_all(s, target, &block->swap_progress_bytes, limit);
-      now_at = s.residency;
-    }
+    // Not `s.residency == target ? 0 : ...`: after a bounded move the memory is partly on the
+    // device while `residency` says host; move_all passes over what is in place already.
+    moved = move_between_captures(s, block, target, &block->swap_progress_bytes, limit, &now_at);
     block->swap_bytes.store(moved, std::memory_order_relaxed);
     block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);
     block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);
@@ -210,7 +243,11 @@ void track_swappable(uint64_t ptr, uint64_t bytes, int device) {
   SwapState& s = swap_state();
   std::lock_guard lock(s.mutex);
   s.live[ptr] = Swappable{bytes, device, context, s.residency};
-  if (s.residency == Residency::host && advise_preferred(ptr, bytes, -1) == CUDA_SUCCESS)
+  // Inside a capture (an allocator that allocates while the program captures, as PyTorch's does)
+  // the prefetch, an operation on the legacy stream, could join the capture: the preference
+  // alone keeps the new pages on host as they are first touched.
+  if (s.residency == Residency::host && advise_preferred(ptr, bytes, -1) == CUDA_SUCCESS &&
+      capture_exclusion().in_progress() == 0)
     prefetch(ptr, bytes, -1);
 }
 

@@ -277,6 +277,9 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize() {
   REQUIRE_INIT();
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = capture_conflict(CaptureConflict::context_sync, t_current->device);
+      r != CUDA_SUCCESS)
+    return r;
   if (async_kernels()) wait_for_position(t_current->device, queue_tail(t_current->device));
   return CUDA_SUCCESS;
 }
@@ -295,6 +298,7 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
   REQUIRE_INIT();
   Stream* s = as<Stream>(stream);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  forget_capture(s);
   destroy(s);
   return CUDA_SUCCESS;
 }
@@ -330,10 +334,17 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
   return record_event(event, stream);
 }
 
+// The device a call without a stream conflicts on: the current context's.
+int call_device() {
+  return t_current ? t_current->device : 0;
+}
+
 CUresult cuEventQuery(CUevent event) {
   REQUIRE_INIT();
   Event* e = as<Event>(event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = capture_conflict(CaptureConflict::unsafe_call, call_device()); r != CUDA_SUCCESS)
+    return r;
   if (e->mark && e->mark->reached_ns.load(std::memory_order_acquire) == 0)
     return CUDA_ERROR_NOT_READY;
   return now_ns() >= e->complete_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -343,6 +354,8 @@ CUresult cuEventSynchronize(CUevent event) {
   REQUIRE_INIT();
   Event* e = as<Event>(event);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = capture_conflict(CaptureConflict::unsafe_call, call_device()); r != CUDA_SUCCESS)
+    return r;
   if (e->mark) wait_for_position(e->mark->device, e->mark->position);
   for (uint64_t now = now_ns(); now < e->complete_ns; now = now_ns())
     std::this_thread::sleep_for(std::chrono::nanoseconds(e->complete_ns - now));
@@ -368,20 +381,28 @@ CUresult cuEventDestroy(CUevent event) {
   return cuEventDestroy_v2(event);
 }
 
-#define FAKE_ERRORS(X)                                                        \
-  X(CUDA_SUCCESS, "no error")                                                 \
-  X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                             \
-  X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                \
-  X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                       \
-  X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")               \
-  X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                      \
-  X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")               \
-  X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                     \
-  X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                     \
-  X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                           \
-  X(CUDA_ERROR_NOT_READY, "device not ready")                                 \
-  X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                      \
-  X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported") \
+#define FAKE_ERRORS(X)                                                                         \
+  X(CUDA_SUCCESS, "no error")                                                                  \
+  X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                              \
+  X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                                 \
+  X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                                        \
+  X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                                \
+  X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                                       \
+  X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                                \
+  X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                      \
+  X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                      \
+  X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                            \
+  X(CUDA_ERROR_NOT_READY, "device not ready")                                                  \
+  X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                       \
+  X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported")                  \
+  X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")        \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing") \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                     \
+    "operation failed due to a previous error during capture")                                 \
+  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                        \
+    "operation would make the legacy stream depend on a capturing blocking stream")            \
+  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                    \
+    "attempt to terminate a thread-local capture sequence from another thread")                \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 CUresult cuGetErrorName(CUresult error, const char** name) {

@@ -49,8 +49,16 @@ struct Context : Tagged<Tag::context> {
   int primary_refs = 0;  // cuDevicePrimaryCtxRetain minus Release
 };
 
+struct Graph;
+
 struct Stream : Tagged<Tag::stream> {
   Context* context = nullptr;
+  // Stream capture (capture_api.cpp), under its lock: the status, the mode and thread it began
+  // with, and the graph its launches become nodes of.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  long capture_thread = 0;
+  Graph* capture_graph = nullptr;
   // Async mode: the queue position of its last kernel (0: none), so that a stream whose kernels
   // are done reads complete while other streams of the device still have work queued.
   std::atomic<uint64_t> last_kernel{0};
@@ -142,4 +150,24 @@ int physical_device(CUdevice ordinal);
 CUdevice ordinal_of(int physical);
 
 uint64_t now_ns();
+
+// Stream capture (capture_api.cpp). What a call must respect while the process captures:
+enum class CaptureConflict {
+  // "Potentially unsafe" calls (allocations, memory advice, event queries): refused by the mode
+  // rules of cuThreadExchangeStreamCaptureMode.
+  unsafe_call,
+  // Work on the NULL (legacy) stream, which would join every capturing stream of its device.
+  legacy_stream,
+  // cuCtxSynchronize: conflicts with every capture of its device, in any mode, from any thread.
+  context_sync,
+};
+// CUDA_SUCCESS when a call of this kind on `device` may go ahead beside the process's captures;
+// otherwise the error it returns, and the captures it conflicts with are invalidated.
+CUresult capture_conflict(CaptureConflict kind, int device);
+// A launch into a capturing stream: its kernels become nodes of the capture's graph and run
+// nothing. Returns false when `stream` does not capture; else sets `result`.
+bool capture_kernels(CUstream stream, const std::vector<const Function*>& kernels,
+                     CUresult* result);
+// A destroyed stream's capture ends with it.
+void forget_capture(Stream* stream);
 }  // namespace gpushare::fake

@@ -113,7 +113,13 @@ TEST(ProcAddress, EveryHookedSymbolIsReachable) {
 #undef GPUSHARE_X
   for (const auto& [name, entry] : hooked) {
     auto [base, flags] = base_of(name);
-    int version = std::strcmp(name, "cuGetProcAddress") == 0 ? 11080 : CUDA_VERSION;
+    // The entry points newer versions replaced are reached at the version they served.
+    int version = std::strcmp(name, "cuGetProcAddress") == 0 ? 11080
+                  : std::strncmp(name, "cuStreamBeginCapture", 20) == 0 &&
+                          std::strstr(name, "_v2") == nullptr &&
+                          std::strstr(name, "ToGraph") == nullptr
+                      ? 10000
+                      : CUDA_VERSION;
     EXPECT_EQ(address(base.c_str(), version, flags), entry) << name;
   }
 }
@@ -360,6 +366,127 @@ TEST_F(FakeDriver, ConcurrentThreadsLoseNoKernel) {
   EXPECT_EQ(view_->tickets_taken(0), view_->tickets_served(0));
 }
 }  // namespace
+
+// Stream capture: launches into a capturing stream become a graph that runs them when launched.
+TEST_F(FakeDriver, AStreamCaptureRecordsItsLaunchesAsAGraph) {
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  const uint64_t before = view_->kernels(0);
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_ILLEGAL_STATE);
+  CUstreamCaptureStatus status{};
+  ASSERT_EQ(cuStreamIsCapturing(stream, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(cuLaunchKernel(kernel("noop"), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
+              CUDA_SUCCESS);
+  EXPECT_EQ(view_->kernels(0), before) << "a captured launch runs nothing";
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  size_t nodes = 0;
+  ASSERT_EQ(cuGraphGetNodes(graph, nullptr, &nodes), CUDA_SUCCESS);
+  EXPECT_EQ(nodes, 3u);
+  ASSERT_EQ(cuStreamIsCapturing(stream, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_ILLEGAL_STATE);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+  EXPECT_EQ(view_->kernels(0), before + 3);
+  EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+      << "the legacy stream cannot capture";
+  cuGraphExecDestroy(exec);
+  cuGraphDestroy(graph);
+  cuStreamDestroy_v2(stream);
+}
+
+// A call `call` makes on a thread of its own, in capture mode `mode`, with the context current.
+CUresult on_other_thread(CUcontext ctx, CUstreamCaptureMode mode, CUresult (*call)()) {
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    cuCtxSetCurrent(ctx);
+    CUstreamCaptureMode m = mode;
+    cuThreadExchangeStreamCaptureMode(&m);
+    result = call();
+  }).join();
+  return result;
+}
+
+CUresult synchronise() {
+  return cuCtxSynchronize();
+}
+CUresult allocate() {
+  CUdeviceptr p = 0;
+  CUresult r = cuMemAlloc_v2(&p, kMiB);
+  if (r == CUDA_SUCCESS) cuMemFree_v2(p);
+  return r;
+}
+
+CUstreamCaptureStatus capture_status(CUstream stream) {
+  CUstreamCaptureStatus status{};
+  EXPECT_EQ(cuStreamIsCapturing(stream, &status), CUDA_SUCCESS);
+  return status;
+}
+
+// A context synchronisation invalidates the captures of its device, from any thread in any mode;
+// the capture's launches then fail and its end hands over no graph.
+TEST_F(FakeDriver, AContextSynchronisationInvalidatesEveryCaptureOfItsDevice) {
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_EQ(on_other_thread(ctx_, CU_STREAM_CAPTURE_MODE_RELAXED, synchronise),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(stream), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuLaunchKernel(kernel("noop"), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CUgraph graph = reinterpret_cast<CUgraph>(&graph);
+  EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS) << "no capture in progress any more";
+  cuStreamDestroy_v2(stream);
+}
+
+// "Potentially unsafe" calls (here an allocation) follow cuThreadExchangeStreamCaptureMode's rules.
+TEST_F(FakeDriver, UnsafeCallsBesideACaptureFollowTheModeRules) {
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  struct Case {
+    CUstreamCaptureMode capture, caller;
+    bool refused;
+  };
+  for (Case c : {Case{CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_GLOBAL, true},
+                 Case{CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, false},
+                 Case{CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED, false},
+                 Case{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL, false},
+                 Case{CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL, false}}) {
+    SCOPED_TRACE(std::to_string(c.capture) + " beside " + std::to_string(c.caller));
+    ASSERT_EQ(cuStreamBeginCapture_v2(stream, c.capture), CUDA_SUCCESS);
+    EXPECT_EQ(on_other_thread(ctx_, c.caller, allocate),
+              c.refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS);
+    EXPECT_EQ(capture_status(stream),
+              c.refused ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CUgraph graph = nullptr;
+    cuStreamEndCapture(stream, &graph);
+    if (graph) cuGraphDestroy(graph);
+  }
+  // The capturing thread itself may not, unless it captures in relaxed mode.
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  EXPECT_EQ(allocate(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Work on the legacy stream would join the capture.
+  CUdeviceptr managed = 0;
+  ASSERT_EQ(cuMemAllocManaged(&managed, kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  EXPECT_EQ(cuMemPrefetchAsync_v2(managed, kMiB, host, 0, nullptr),
+            CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  cuMemFree_v2(managed);
+  cuStreamDestroy_v2(stream);
+}
 
 int main(int argc, char** argv) {
   // One fresh simulated machine for this process (and its death-test children).

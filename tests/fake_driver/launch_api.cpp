@@ -52,6 +52,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (!valid_grid(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
   int device = 0;
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  if (CUresult r; capture_kernels(stream, {kernel}, &r)) return r;
   submit(stream, device, kernel->duration_ns);
   return CUDA_SUCCESS;
 }
@@ -69,6 +70,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream) {
   if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   int device = 0;
   if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  if (CUresult r; capture_kernels(stream, g->kernels, &r)) return r;
   for (const Function* kernel : g->kernels) submit(stream, device, kernel->duration_ns);
   return CUDA_SUCCESS;
 }
@@ -212,6 +214,19 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
   auto* e = new GraphExec;
   for (auto& n : g->nodes) e->kernels.push_back(n->kernel);
   *exec = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+// Counts (and lists, up to *count) the graph's nodes, in the order they were added.
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  REQUIRE_INIT();
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Graph* g = as<Graph>(graph);
+  if (g == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (nodes != nullptr)
+    for (size_t i = 0; i < *count && i < g->nodes.size(); ++i)
+      nodes[i] = reinterpret_cast<CUgraphNode>(g->nodes[i].get());
+  *count = g->nodes.size();
   return CUDA_SUCCESS;
 }
 

@@ -122,6 +122,9 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, bool to_host, CUstream stream) 
   int device = 0;
   if (stream != nullptr) {
     if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = current_device(&device); r == CUDA_SUCCESS) {
+    r = capture_conflict(CaptureConflict::legacy_stream, device);
+    if (r != CUDA_SUCCESS) return r;
   }
   if (to_host && prefetch_to_host_delay().count() > 0) {
     bool whole = false, moving = false;
@@ -159,6 +162,9 @@ CUresult managed_hint(CUdeviceptr ptr, size_t count, CUstream stream) {
   int device = 0;
   if (stream != nullptr) {
     if (CUresult r = stream_device(stream, &device); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = current_device(&device); r == CUDA_SUCCESS) {
+    r = capture_conflict(CaptureConflict::unsafe_call, device);
+    if (r != CUDA_SUCCESS) return r;
   }
   return is_managed_range(ptr, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -196,6 +202,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   REQUIRE_INIT();
   int device = 0;
   if (CUresult r = current_device(&device); r != CUDA_SUCCESS) return r;
+  if (CUresult r = capture_conflict(CaptureConflict::unsafe_call, device); r != CUDA_SUCCESS)
+    return r;
   return allocate(device, bytes, false, ptr);
 }
 
@@ -217,6 +225,8 @@ CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   int device = 0;
   if (CUresult r = current_device(&device); r != CUDA_SUCCESS) return r;
+  if (CUresult r = capture_conflict(CaptureConflict::unsafe_call, device); r != CUDA_SUCCESS)
+    return r;
   return allocate(device, bytes, true, ptr);
 }
 

@@ -13,6 +13,13 @@
 //   nvml                     nvmlDeviceGetMemoryInfo, device 0        -> "ok <free> <total> <used>"
 //   launch <count> <us>      cuLaunchKernel spin_<us>                 -> "ok"
 //   block                    the shim's control block                 -> "block <paused> <residency>"
+//   capture-begin <mode>     cuStreamBeginCapture_v2 on the client's stream, mode global |
+//                            thread_local | relaxed                   -> "ok" / "error <CUresult>"
+//   capture-launch <count> <us>  cuLaunchKernel spin_<us> into it     -> "ok" / "error <CUresult>"
+//   capture-end              cuStreamEndCapture                       -> "ok <nodes>" / "error <r>"
+//   graph-launch             instantiates the last captured graph and
+//                            launches it (cuGraphLaunch)              -> "ok"
+//   thread-mode <mode>       cuThreadExchangeStreamCaptureMode        -> "ok"
 // clang-format on
 #include <dlfcn.h>
 #include <unistd.h>
@@ -41,6 +48,13 @@ struct Driver : gpushare::clients::ProbeDriver {
   decltype(&cuMemcpyDtoH_v2) dtoh = nullptr;
   decltype(&cuMemGetInfo_v2) mem_get_info = nullptr;
   decltype(&cuDeviceTotalMem_v2) total_mem = nullptr;
+  decltype(&cuStreamCreate) stream_create = nullptr;
+  decltype(&cuStreamBeginCapture_v2) begin_capture = nullptr;
+  decltype(&cuStreamEndCapture) end_capture = nullptr;
+  decltype(&cuGraphGetNodes) graph_nodes = nullptr;
+  decltype(&cuGraphInstantiateWithFlags) instantiate = nullptr;
+  decltype(&cuGraphLaunch) graph_launch = nullptr;
+  decltype(&cuThreadExchangeStreamCaptureMode) exchange_mode = nullptr;
   int (*nvml_init)() = nullptr;
   int (*nvml_handle)(unsigned int, void**) = nullptr;
   int (*nvml_memory)(void*, NvmlMemory*) = nullptr;
@@ -69,9 +83,18 @@ uint64_t fnv1a(const std::vector<unsigned char>& bytes) {
   return h;
 }
 
+bool capture_mode(const std::string& name, CUstreamCaptureMode* mode) {
+  if (name == "global") return *mode = CU_STREAM_CAPTURE_MODE_GLOBAL, true;
+  if (name == "thread_local") return *mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, true;
+  if (name == "relaxed") return *mode = CU_STREAM_CAPTURE_MODE_RELAXED, true;
+  return false;
+}
+
 struct Client {
   Driver cu{};
   CUmodule module = nullptr;
+  CUstream stream = nullptr;  // the one the capture commands use, made on first use
+  CUgraph graph = nullptr;    // the last captured graph
 
   std::string error(CUresult r) { return "error " + std::to_string(static_cast<int>(r)); }
 
@@ -149,6 +172,46 @@ struct Client {
           return error(r);
       return "ok";
     }
+    if (command == "capture-begin" || command == "thread-mode") {
+      std::string name;
+      in >> name;
+      CUstreamCaptureMode mode;
+      if (!capture_mode(name, &mode)) return "error mode " + name;
+      if (command == "thread-mode") {
+        CUresult r = cu.exchange_mode(&mode);
+        return r == CUDA_SUCCESS ? "ok" : error(r);
+      }
+      if (!stream) {
+        if (CUresult r = cu.stream_create(&stream, 0); r != CUDA_SUCCESS) return error(r);
+      }
+      CUresult r = cu.begin_capture(stream, mode);
+      return r == CUDA_SUCCESS ? "ok" : error(r);
+    }
+    if (command == "capture-launch") {
+      int count = 0, us = 0;
+      in >> count >> us;
+      CUfunction f;
+      std::string name = "spin_" + std::to_string(us);
+      if (cu.module_get_function(&f, module, name.c_str()) != CUDA_SUCCESS) return "error function";
+      for (int i = 0; i < count; ++i)
+        if (CUresult r = cu.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+            r != CUDA_SUCCESS)
+          return error(r);
+      return "ok";
+    }
+    if (command == "capture-end") {
+      CUresult r = cu.end_capture(stream, &graph);
+      if (r != CUDA_SUCCESS) return error(r);
+      size_t nodes = 0;
+      if (CUresult q = cu.graph_nodes(graph, nullptr, &nodes); q != CUDA_SUCCESS) return error(q);
+      return "ok " + std::to_string(nodes);
+    }
+    if (command == "graph-launch") {
+      CUgraphExec exec = nullptr;
+      if (CUresult r = cu.instantiate(&exec, graph, 0); r != CUDA_SUCCESS) return error(r);
+      CUresult r = cu.graph_launch(exec, stream);
+      return r == CUDA_SUCCESS ? "ok" : error(r);
+    }
     if (command == "block") {
       const auto* b = control_block();
       if (!b) return "error no control block";
@@ -171,9 +234,17 @@ int main() {
   Client client;
   Driver& d = client.cu;
   bool ok = gpushare::clients::resolve_probe_driver(cuda, d) &&
-            resolve(cuda, "cuMemcpyHtoD_v2", &d.htod) && resolve(cuda, "cuMemcpyDtoH_v2", &d.dtoh) &&
+            resolve(cuda, "cuMemcpyHtoD_v2", &d.htod) &&
+            resolve(cuda, "cuMemcpyDtoH_v2", &d.dtoh) &&
             resolve(cuda, "cuMemGetInfo_v2", &d.mem_get_info) &&
-            resolve(cuda, "cuDeviceTotalMem_v2", &d.total_mem);
+            resolve(cuda, "cuDeviceTotalMem_v2", &d.total_mem) &&
+            resolve(cuda, "cuStreamCreate", &d.stream_create) &&
+            resolve(cuda, "cuStreamBeginCapture_v2", &d.begin_capture) &&
+            resolve(cuda, "cuStreamEndCapture", &d.end_capture) &&
+            resolve(cuda, "cuGraphGetNodes", &d.graph_nodes) &&
+            resolve(cuda, "cuGraphInstantiateWithFlags", &d.instantiate) &&
+            resolve(cuda, "cuGraphLaunch", &d.graph_launch) &&
+            resolve(cuda, "cuThreadExchangeStreamCaptureMode", &d.exchange_mode);
   if (nvml) {
     resolve(nvml, "nvmlInit_v2", &d.nvml_init);
     resolve(nvml, "nvmlDeviceGetHandleByIndex_v2", &d.nvml_handle);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -137,6 +138,52 @@ TEST_F(Gate, WaitsWhilePausedWhateverTheAllowance) {
   daemon.paused.store(0);
   wake_gate(daemon);
   EXPECT_EQ(launch.finish().ticket, 1u);
+}
+
+// A driver whose only capturing stream is kCapturing.
+const CUstream kCapturing = reinterpret_cast<CUstream>(uintptr_t{0xc0});
+const CUstream kPlain = reinterpret_cast<CUstream>(uintptr_t{0xd0});
+CUresult only_one_captures(CUstream stream, CUstreamCaptureStatus* status) {
+  *status = stream == kCapturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+const DriverCalls& capturing_driver() {
+  static const DriverCalls driver = [] {
+    DriverCalls d{};
+    d.stream_is_capturing = only_one_captures;
+    return d;
+  }();
+  return driver;
+}
+
+// A launch into a capturing stream runs nothing: holding it would hold the program's capture,
+// which a paused job's memory move waits for (stream_capture.h). Other launches still wait.
+TEST(GateCapture, ALaunchIntoACapturingStreamPassesAPausedGate) {
+  ShimContext ctx{&capturing_driver};
+  ControlBlock daemon{};
+  daemon.allowance.store(0);
+  daemon.paused.store(1);
+  set_control_block(ctx, &daemon);
+  auto captured = std::async(std::launch::async, [&] {
+    return pass_gate(ctx, 1, {kCapturing, false});
+  });
+  ASSERT_EQ(captured.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a launch into a capturing stream was held";
+  EXPECT_EQ(captured.get().ticket, 1u);
+  EXPECT_EQ(daemon.gate_waits.load(), 0u);
+
+  std::atomic<bool> passed{false};
+  std::thread plain([&] {
+    pass_gate(ctx, 1, {kPlain, false});
+    passed = true;
+  });
+  wait_until([&] { return daemon.gate_waits.load() == 1; });
+  EXPECT_FALSE(passed.load());
+  daemon.paused.store(0);
+  daemon.allowance.store(protocol::kUnlimited);
+  wake_gate(daemon);
+  plain.join();
+  EXPECT_TRUE(passed.load());
 }
 
 TEST_F(Gate, EveryWaitingLaunchWakesWhenTheAllowanceCoversThemAll) {

@@ -127,6 +127,13 @@ struct alignas(64) ControlBlock {
   // device brings in at most this many bytes, whole allocations, the largest that still fit
   // first; 0: all of it. The job stays paused meanwhile: only the bytes move ahead of its turn.
   alignas(64) std::atomic<uint64_t> memory_target_bytes;
+
+  // Moves beside stream captures (docs/memory.md). Added at the end: the offsets above are
+  // unchanged. Daemon -> shim: how long a move of the job's memory waits for the program's graph
+  // captures in progress to end (a move's context synchronisation would invalidate them), in ms;
+  // 0: the shim's default, 1000. The daemon gives half its memory.swap_timeout_ms, so that a
+  // production allocation waiting for the room is served before it would be let through.
+  std::atomic<uint32_t> capture_patience_ms;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
