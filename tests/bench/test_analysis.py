@@ -21,6 +21,7 @@ from experiment import percentile, spread, throughput, throughput_from  # noqa: 
 import gpushare_hook  # noqa: E402
 from gpushare_hook import Gpushare, build_command, split_build, split_policy  # noqa: E402
 from scenario_memory import analyse, parse_gib  # noqa: E402
+import capture_swap  # noqa: E402
 from scenario_rotation import copy_summary, parse_jobs, rotation_verdict, search_order  # noqa: E402
 from scenario_pair import CONTROLS, _nt_spread, _paired, _paired_nt, _production_controls, _total_spread, fold, reaction  # noqa: E402
 import loss_by_window  # noqa: E402
@@ -860,6 +861,30 @@ class MemoryScenario(unittest.TestCase):
         for bad in ("0", "-1G", "lots"):
             with self.assertRaises(ValueError):
                 parse_gib(bad)
+
+
+class CaptureSwapRows(unittest.TestCase):
+    """capture_swap.py's row: the opportunistic job's captures and production's waits for room."""
+
+    def test_a_row_from_both_jobs(self):
+        opp = {"captures_ok": 40, "captures_failed": 2, "held_intact": True, "capture_ms_median": 3.5,
+               "errors": ["1.20 s: RuntimeError: operation failed due to a previous error during capture"]}
+        prod = {"allocations": 3, "alloc_ms": [900.0, 40.0, 120.0]}
+        row = capture_swap.summarise("old", opp, prod)
+        self.assertEqual((row["captures_ok"], row["captures_failed"], row["held_intact"]), (40, 2, True))
+        self.assertEqual(row["prod_allocations"], 3)
+        self.assertEqual(row["prod_alloc_ms_median"], 120.0)
+        self.assertEqual(row["prod_alloc_ms_max"], 900.0)
+        self.assertNotIn("prod_outcome", row)
+
+    def test_a_job_that_died_says_so(self):
+        row = capture_swap.summarise("new", {"outcome": "no result (exit status -11)"},
+                                     {"outcome": "no result (exit status 1)"})
+        self.assertEqual(row["outcome"], "no result (exit status -11)")
+        self.assertIsNone(row["captures_ok"])
+        self.assertEqual(row["prod_allocations"], 0)
+        self.assertIsNone(row["prod_alloc_ms_median"])
+        self.assertEqual(row["prod_outcome"], "no result (exit status 1)")
 
 
 class RotationScenario(unittest.TestCase):
