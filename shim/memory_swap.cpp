@@ -130,20 +130,16 @@ std::chrono::milliseconds capture_patience(const ControlBlock* block) {
 uint64_t move_between_captures(SwapState& s, const ControlBlock* block, Residency to,
                                std::atomic<uint64_t>* progress = nullptr, uint64_t limit = 0,
                                Residency* now_at = nullptr) {
-  CaptureExclusion& captures = capture_exclusion();
   const std::chrono::milliseconds patience = capture_patience(block);
-  if (!captures.begin_move(patience))
+  ExclusiveMove move(capture_exclusion(), patience);
+  if (!move.clear())
     log_warning(
         "a CUDA graph capture of this program has been in progress for over %lld ms: "
         "moving its memory now may invalidate that capture",
         static_cast<long long>(patience.count()));
-  uint64_t moved;
-  {
-    std::lock_guard lock(s.mutex);
-    moved = move_all(s, to, progress, limit);
-    if (now_at) *now_at = s.residency;
-  }
-  captures.end_move();
+  std::lock_guard lock(s.mutex);
+  uint64_t moved = move_all(s, to, progress, limit);
+  if (now_at) *now_at = s.residency;
   return moved;
 }
 

@@ -103,6 +103,23 @@ class CaptureExclusion {
   bool moving_ = false;
 };
 
+// A move as a scope: begun at construction (waiting for the captures in progress, at most
+// `patience`), ended at destruction, whatever happens in between.
+class ExclusiveMove {
+ public:
+  ExclusiveMove(CaptureExclusion& captures, std::chrono::milliseconds patience)
+      : captures_(captures), clear_(captures.begin_move(patience)) {}
+  ~ExclusiveMove() { captures_.end_move(); }
+  ExclusiveMove(const ExclusiveMove&) = delete;
+  ExclusiveMove& operator=(const ExclusiveMove&) = delete;
+  // False when the patience ran out with captures still in progress.
+  bool clear() const { return clear_; }
+
+ private:
+  CaptureExclusion& captures_;
+  bool clear_;
+};
+
 // The process's one: the hooks and the swap thread share it.
 CaptureExclusion& capture_exclusion();
 
