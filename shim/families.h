@@ -102,8 +102,7 @@ inline CUresult init(unsigned int flags) {
 template <Hook H, class... A>
 inline CUresult capture_begin(CUstream stream, A... rest) {
   auto fn = real<H>();
-  if (!fn) [[unlikely]]
-    return kNoDriver;
+  if (!fn) [[unlikely]] return kNoDriver;
   CaptureExclusion& captures = capture_exclusion();
   captures.before_begin();
   CUresult result = fn(stream, rest...);
@@ -115,8 +114,7 @@ inline CUresult capture_begin(CUstream stream, A... rest) {
 template <Hook H>
 inline CUresult capture_end(CUstream stream, CUgraph* graph) {
   auto fn = real<H>();
-  if (!fn) [[unlikely]]
-    return kNoDriver;
+  if (!fn) [[unlikely]] return kNoDriver;
   CUresult result = fn(stream, graph);
   const DriverCalls& d = driver_calls();
   bool over;

@@ -42,11 +42,17 @@ class RelaxedCapture {
   bool active_ = false;
 };
 
+// cuStreamIsCapturing for the entry point a call came through (_ptsz: the per-thread stream);
+// nullptr when the driver has none.
+inline auto is_capturing_entry(const DriverCalls& d, bool per_thread) {
+  return per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz
+                                                  : d.stream_is_capturing;
+}
+
 // Whether `stream` is capturing. A failed query (an invalidated capture, say) counts as
 // capturing: leave that stream alone.
 inline bool capturing(const DriverCalls& d, CUstream stream, bool per_thread) {
-  auto fn =
-      per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz : d.stream_is_capturing;
+  auto fn = is_capturing_entry(d, per_thread);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   return fn && (fn(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE);
 }
@@ -55,8 +61,7 @@ inline bool capturing(const DriverCalls& d, CUstream stream, bool per_thread) {
 // capture unless it was refused (another thread's capture, no capture at all); a stream that can
 // no longer be queried captures nothing either.
 inline bool capture_over(const DriverCalls& d, CUstream stream, bool per_thread) {
-  auto fn =
-      per_thread && d.stream_is_capturing_ptsz ? d.stream_is_capturing_ptsz : d.stream_is_capturing;
+  auto fn = is_capturing_entry(d, per_thread);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   return !fn || fn(stream, &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE;
 }
