@@ -6,6 +6,8 @@
 // capture can end at all.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "fake_device_view.h"
 #include "memory_test_support.h"
 
@@ -28,31 +30,38 @@ bool paused_for_memory(ChildProcess& client) {
 
 struct CaptureBesideSwap : ::testing::Test {
   TempDir dir;
+  std::optional<Daemon> daemon;
+  ChildProcess opp, prod;
   fake::DeviceView device() const { return fake::DeviceView(dir / "fake-device"); }
   const uint64_t held = kCapacity / 10 * 8, asked = kCapacity / 10 * 6;
+
+  // A daemon with that swap timeout, and the two jobs, the opportunistic one holding `held`.
+  void start(int swap_timeout_ms) {
+    daemon.emplace(dir, config_with_swap_timeout(swap_timeout_ms));
+    ASSERT_TRUE(daemon->start());
+    opp = start_client(dir, daemon->socket, "opp", "opportunistic");
+    prod = start_client(dir, daemon->socket, "prod", "production");
+    ASSERT_TRUE(opp.running() && prod.running());
+    ASSERT_TRUE(ok_number(opp.ask("alloc " + std::to_string(held))));
+    ASSERT_EQ(opp.ask("launch 2 0"), "ok");
+  }
 };
 
 // The swap-out waits for the capture in progress, which goes on and ends intact (its launches pass
 // the paused gate); then the memory moves, production gets its room, and the captured graph's
 // launch waits, as any launch of a swapped-out job does, until production frees.
 TEST_F(CaptureBesideSwap, TheMoveWaitsForTheCaptureWhichEndsIntact) {
-  Daemon daemon{dir, config_with_swap_timeout(8000)};  // a patience of 4 s: ample for the steps
-  ASSERT_TRUE(daemon.start());
-  ChildProcess opp = start_client(dir, daemon.socket, "opp", "opportunistic");
-  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
-  ASSERT_TRUE(opp.running() && prod.running());
-  ASSERT_TRUE(ok_number(opp.ask("alloc " + std::to_string(held))));
-  ASSERT_EQ(opp.ask("launch 2 0"), "ok");
+  ASSERT_NO_FATAL_FAILURE(start(8000));  // a patience of 4 s: ample for the steps
 
   ASSERT_EQ(opp.ask("capture-begin global"), "ok");
   ASSERT_TRUE(prod.send_line("alloc " + std::to_string(asked)));
-  ASSERT_TRUE(eventually([&] { return paused_for_memory(opp); }, 10s)) << daemon.log();
+  ASSERT_TRUE(eventually([&] { return paused_for_memory(opp); }, 10s)) << daemon->log();
   EXPECT_EQ(opp.ask("capture-launch 2 0"), "ok") << "a captured launch was held at the gate";
   EXPECT_EQ(device().bytes_of_pid(0, opp.pid()), held) << "the memory moved beside the capture";
   EXPECT_EQ(opp.ask("capture-end"), "ok 2") << "the capture was invalidated";
 
   auto answer = prod.read_line(20s);
-  ASSERT_TRUE(answer) << daemon.log();
+  ASSERT_TRUE(answer) << daemon->log();
   auto q = ok_number(*answer);
   ASSERT_TRUE(q) << *answer;
   EXPECT_TRUE(eventually([&] { return device().bytes_of_pid(0, opp.pid()) == 0; }, 10s));
@@ -69,19 +78,13 @@ TEST_F(CaptureBesideSwap, TheMoveWaitsForTheCaptureWhichEndsIntact) {
 // A capture that outlasts the patience does not keep production waiting: the memory moves, the
 // capture is invalidated (what the driver does to it), and the shim says why in one line.
 TEST_F(CaptureBesideSwap, ACaptureThatOutlastsThePatienceDoesNotHoldProductionBack) {
-  Daemon daemon{dir, config_with_swap_timeout(2000)};  // a patience of 1 s
-  ASSERT_TRUE(daemon.start());
-  ChildProcess opp = start_client(dir, daemon.socket, "opp", "opportunistic");
-  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
-  ASSERT_TRUE(opp.running() && prod.running());
-  ASSERT_TRUE(ok_number(opp.ask("alloc " + std::to_string(held))));
-  ASSERT_EQ(opp.ask("launch 2 0"), "ok");
+  ASSERT_NO_FATAL_FAILURE(start(2000));  // a patience of 1 s
 
   ASSERT_EQ(opp.ask("capture-begin global"), "ok");
   auto q = ok_number(prod.ask("alloc " + std::to_string(asked), 20s));
-  ASSERT_TRUE(q) << "production must get its memory\n" << daemon.log();
+  ASSERT_TRUE(q) << "production must get its memory\n" << daemon->log();
   EXPECT_TRUE(eventually([&] { return device().bytes_of_pid(0, opp.pid()) == 0; }, 10s));
-  EXPECT_FALSE(daemon.log_contains("did not move to host")) << "the move came within the timeout";
+  EXPECT_FALSE(daemon->log_contains("did not move to host")) << "the move came within the timeout";
   EXPECT_EQ(opp.ask("capture-end"), "error 901") << "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
   EXPECT_NE(read_file(dir / "probe.stderr")
                 .find("graph capture of this program has been in "

@@ -98,6 +98,18 @@ struct Client {
 
   std::string error(CUresult r) { return "error " + std::to_string(static_cast<int>(r)); }
 
+  // `count` launches of spin_<us> into `into`.
+  std::string launch(int count, int us, CUstream into) {
+    CUfunction f;
+    std::string name = "spin_" + std::to_string(us);
+    if (cu.module_get_function(&f, module, name.c_str()) != CUDA_SUCCESS) return "error function";
+    for (int i = 0; i < count; ++i)
+      if (CUresult r = cu.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, into, nullptr, nullptr);
+          r != CUDA_SUCCESS)
+        return error(r);
+    return "ok";
+  }
+
   std::string run(const std::string& line) {
     std::istringstream in(line);
     std::string command;
@@ -160,17 +172,10 @@ struct Client {
       return "ok " + std::to_string(m.free) + " " + std::to_string(m.total) + " " +
              std::to_string(m.used);
     }
-    if (command == "launch") {
+    if (command == "launch" || command == "capture-launch") {
       int count = 0, us = 0;
       in >> count >> us;
-      CUfunction f;
-      std::string name = "spin_" + std::to_string(us);
-      if (cu.module_get_function(&f, module, name.c_str()) != CUDA_SUCCESS) return "error function";
-      for (int i = 0; i < count; ++i)
-        if (CUresult r = cu.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
-            r != CUDA_SUCCESS)
-          return error(r);
-      return "ok";
+      return launch(count, us, command == "launch" ? nullptr : stream);
     }
     if (command == "capture-begin" || command == "thread-mode") {
       std::string name;
@@ -186,18 +191,6 @@ struct Client {
       }
       CUresult r = cu.begin_capture(stream, mode);
       return r == CUDA_SUCCESS ? "ok" : error(r);
-    }
-    if (command == "capture-launch") {
-      int count = 0, us = 0;
-      in >> count >> us;
-      CUfunction f;
-      std::string name = "spin_" + std::to_string(us);
-      if (cu.module_get_function(&f, module, name.c_str()) != CUDA_SUCCESS) return "error function";
-      for (int i = 0; i < count; ++i)
-        if (CUresult r = cu.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
-            r != CUDA_SUCCESS)
-          return error(r);
-      return "ok";
     }
     if (command == "capture-end") {
       CUresult r = cu.end_capture(stream, &graph);
