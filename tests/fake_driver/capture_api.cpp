@@ -40,10 +40,6 @@ long this_thread() {
   return syscall(SYS_gettid);
 }
 
-bool is_default_stream(CUstream stream) {
-  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
-}
-
 // Under the lock: whether a call of `kind` from this thread conflicts with `s`'s capture.
 bool conflicts(CaptureConflict kind, const Stream& s, int device) {
   if (s.capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || s.context->device != device) return false;

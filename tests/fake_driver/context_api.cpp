@@ -123,7 +123,7 @@ CUresult current_device(int* device) {
 }
 
 CUresult stream_device(CUstream stream, int* device) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+  if (is_default_stream(stream)) {
     return current_device(device);
   }
   Stream* s = as<Stream>(stream);

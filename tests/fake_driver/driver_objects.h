@@ -137,6 +137,10 @@ Context* primary_context(int device);  // never null for a valid device
 
 // The device a call runs on: the current context's (CUDA_ERROR_INVALID_CONTEXT when none).
 CUresult current_device(int* device);
+// The NULL, legacy and per-thread default streams: the context's own, not a created stream.
+inline bool is_default_stream(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
 // The device of a stream: its context's, or the current context's for the NULL, legacy and
 // per-thread default streams.
 CUresult stream_device(CUstream stream, int* device);

@@ -105,6 +105,12 @@ TEST(ProcAddress, UnknownNamesAreNotFound) {
   EXPECT_EQ(cuGetProcAddress_v2("cuInit", nullptr, 13000, 0, &status), CUDA_ERROR_INVALID_VALUE);
 }
 
+// The hooked entry points a newer one replaced under the same base name, with a version that
+// still gets them.
+const std::pair<const char*, int> kReplaced[] = {{"cuGetProcAddress", 11080},
+                                                 {"cuStreamBeginCapture", 10000},
+                                                 {"cuStreamBeginCapture_ptsz", 10000}};
+
 // Every CUDA symbol of the shim's hook table is reachable through cuGetProcAddress, as on the
 // real driver: otherwise a cudart-style client could not exercise it.
 TEST(ProcAddress, EveryHookedSymbolIsReachable) {
@@ -113,13 +119,9 @@ TEST(ProcAddress, EveryHookedSymbolIsReachable) {
 #undef GPUSHARE_X
   for (const auto& [name, entry] : hooked) {
     auto [base, flags] = base_of(name);
-    // The entry points newer versions replaced are reached at the version they served.
-    int version = std::strcmp(name, "cuGetProcAddress") == 0 ? 11080
-                  : std::strncmp(name, "cuStreamBeginCapture", 20) == 0 &&
-                          std::strstr(name, "_v2") == nullptr &&
-                          std::strstr(name, "ToGraph") == nullptr
-                      ? 10000
-                      : CUDA_VERSION;
+    int version = CUDA_VERSION;
+    for (const auto& [old_name, served_until] : kReplaced)
+      if (std::strcmp(name, old_name) == 0) version = served_until;
     EXPECT_EQ(address(base.c_str(), version, flags), entry) << name;
   }
 }
@@ -365,7 +367,6 @@ TEST_F(FakeDriver, ConcurrentThreadsLoseNoKernel) {
   EXPECT_EQ(view_->kernels(0), before + 16000);
   EXPECT_EQ(view_->tickets_taken(0), view_->tickets_served(0));
 }
-}  // namespace
 
 // Stream capture: launches into a capturing stream become a graph that runs them when launched.
 TEST_F(FakeDriver, AStreamCaptureRecordsItsLaunchesAsAGraph) {
@@ -487,6 +488,8 @@ TEST_F(FakeDriver, UnsafeCallsBesideACaptureFollowTheModeRules) {
   cuMemFree_v2(managed);
   cuStreamDestroy_v2(stream);
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // One fresh simulated machine for this process (and its death-test children).

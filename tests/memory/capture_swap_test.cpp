@@ -93,5 +93,20 @@ TEST_F(CaptureBesideSwap, ACaptureThatOutlastsThePatienceDoesNotHoldProductionBa
       << read_file(dir / "probe.stderr");
 }
 
+// An allocation made inside a capture while the job's memory is on host (PyTorch's allocator makes
+// them under capture, in relaxed mode) gets the host preference but no prefetch: a prefetch on the
+// legacy stream would join the capture and invalidate it.
+TEST_F(CaptureBesideSwap, AnAllocationInsideACaptureWhileOnHostLeavesTheCaptureIntact) {
+  ASSERT_NO_FATAL_FAILURE(start(8000));
+  auto q = ok_number(prod.ask("alloc " + std::to_string(asked), 20s));
+  ASSERT_TRUE(q) << daemon->log();
+  ASSERT_TRUE(eventually([&] { return device().bytes_of_pid(0, opp.pid()) == 0; }, 10s));
+  ASSERT_EQ(opp.ask("capture-begin relaxed"), "ok");
+  auto p = ok_number(opp.ask("alloc " + std::to_string(kCapacity / 64), 20s));
+  ASSERT_TRUE(p) << daemon->log();
+  EXPECT_EQ(opp.ask("capture-launch 1 0"), "ok");
+  EXPECT_EQ(opp.ask("capture-end"), "ok 1") << "the allocation's prefetch joined the capture";
+}
+
 }  // namespace
 }  // namespace gpushare::testing
