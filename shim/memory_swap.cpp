@@ -46,6 +46,9 @@ struct SwapState {
   // Where the tracked memory is: the device only when all of it is there; a new allocation
   // joins it there, else on host.
   Residency residency = Residency::device;
+  // The driver answered CUDA_ERROR_DEINITIALIZED: it shut down, as it does while the program
+  // exits. Nothing can move any more, and the memory leaves the device with the process.
+  bool driver_gone = false;
 };
 // Leaked on purpose, like the accounting: the thread may run during exit().
 SwapState& swap_state() {
@@ -90,6 +93,10 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
     int where = to == Residency::host ? -1 : a->device;
     CUresult r = advise_preferred(ptr, a->bytes, where);
     if (r == CUDA_SUCCESS) r = prefetch(ptr, a->bytes, where);
+    if (r == CUDA_ERROR_DEINITIALIZED) {  // every later call would answer the same
+      s.driver_gone = true;
+      break;
+    }
     // Its preference is set (or the driver refused it): where it is, the driver decides on
     // demand; asked again, it would fail again.
     a->where = to;
@@ -149,6 +156,18 @@ Residency residency_now(SwapState& s) {
   return s.residency;
 }
 
+// Whether a move met the driver shut down (SwapState::driver_gone). The swap thread then ends
+// without acknowledging the request: the memory did not move, so the daemon must not count it off
+// the device; the process's exit frees it, and the daemon admits what waits for it then (or at
+// its swap timeout, saying so, where the process lives on without its driver).
+bool driver_gone(SwapState& s) {
+  std::lock_guard lock(s.mutex);
+  if (!s.driver_gone) return false;
+  log_info("the CUDA driver has shut down (the program is exiting): its memory is not moved and "
+           "leaves the device with the process");
+  return true;
+}
+
 void wait_for_request(ControlBlock* block, uint32_t seq) {
   // The timeout also notices a replaced or lost control block.
   protocol::futex_wait(&block->memory_request_seq, seq, 100'000'000);
@@ -161,6 +180,7 @@ void* swap_thread(void*) {
     if (block == local_control_block()) {
       // No daemon (any more): pass-through, so the memory belongs on the device again.
       if (residency_now(s) == Residency::host) move_between_captures(s, block, Residency::device);
+      if (driver_gone(s)) return nullptr;
       timespec pause{0, 100 * 1000 * 1000};
       nanosleep(&pause, nullptr);
       continue;
@@ -171,6 +191,7 @@ void* swap_thread(void*) {
       Residency now_at = residency_now(s);
       if (now_at == Residency::host && seq == 0)
         move_between_captures(s, block, Residency::device, nullptr, 0, &now_at);
+      if (driver_gone(s)) return nullptr;
       block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);
     }
     if (seq == block->memory_done_seq.load(std::memory_order_relaxed)) {
@@ -196,6 +217,7 @@ void* swap_thread(void*) {
     // Not `s.residency == target ? 0 : ...`: after a bounded move the memory is partly on the
     // device while `residency` says host; move_all passes over what is in place already.
     moved = move_between_captures(s, block, target, &block->swap_progress_bytes, limit, &now_at);
+    if (driver_gone(s)) return nullptr;
     block->swap_bytes.store(moved, std::memory_order_relaxed);
     block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);
     block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);

@@ -28,9 +28,6 @@
 namespace gpushare::fake {
 namespace {
 
-#define REQUIRE_INIT() \
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
-
 std::mutex g_capture_lock;
 std::vector<Stream*> g_capturing;        // streams whose capture has begun and not ended
 std::atomic<size_t> g_capture_count{0};  // g_capturing.size(), read without the lock

@@ -4,6 +4,11 @@
 // GPUSHARE_FAKE_ASYNC_KERNELS=1 (kernel_queue.h) a stream is complete when the queue reached its
 // tail (stream_tail), an event when the queue reached the position it was recorded at, and
 // cuCtxSynchronize waits for the whole queue of the current context's device.
+// GPUSHARE_FAKE_EXIT_HOLD_MS=N: as the process exits the driver shuts down as the real one does
+// (every call answers CUDA_ERROR_DEINITIALIZED from then on: shut_down_at_exit) and holds the exit
+// N ms, so that a test can meet a process whose driver is gone while its daemon connection lives.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +23,7 @@
 namespace gpushare::fake {
 namespace {
 std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_shut_down{false};
 thread_local Context* t_current = nullptr;
 Context g_primary[kMaxDevices];
 std::mutex g_primary_lock;
@@ -25,9 +31,6 @@ std::mutex g_primary_lock;
 // the real driver does. Written before g_initialized is set, read only after.
 std::vector<int> g_visible;
 std::once_flag g_visible_once;
-
-#define REQUIRE_INIT() \
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
 
 // cuStreamSynchronize (`wait`) and cuStreamQuery.
 CUresult sync_stream(CUstream stream, bool wait) {
@@ -80,10 +83,22 @@ CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
   *ms = static_cast<float>(static_cast<double>(tb) - static_cast<double>(ta)) / 1e6f;
   return CUDA_SUCCESS;
 }
+// The process exits: the driver shuts down (a line on stderr says so, for tests to wait on) and
+// the exit waits GPUSHARE_FAKE_EXIT_HOLD_MS.
+void shut_down_at_exit() {
+  g_shut_down.store(true, std::memory_order_release);
+  constexpr char kLine[] = "fake driver: shut down at exit\n";
+  ssize_t written = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+  (void)written;
+  const char* hold = std::getenv("GPUSHARE_FAKE_EXIT_HOLD_MS");
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(hold ? std::strtoull(hold, nullptr, 10) : 0));
+}
 }  // namespace
 
-bool initialized() {
-  return g_initialized.load(std::memory_order_acquire);
+CUresult driver_state() {
+  if (g_shut_down.load(std::memory_order_acquire)) return CUDA_ERROR_DEINITIALIZED;
+  return g_initialized.load(std::memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 void mark_initialized() {
   g_initialized.store(true, std::memory_order_release);
@@ -157,6 +172,11 @@ CUresult cuInit(unsigned int flags) {
     g_visible = visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"), uuids);
   });
   if (g_visible.empty()) return CUDA_ERROR_NO_DEVICE;
+  if (g_shut_down.load(std::memory_order_acquire)) return CUDA_ERROR_DEINITIALIZED;
+  static std::once_flag exit_hook;
+  std::call_once(exit_hook, [] {
+    if (std::getenv("GPUSHARE_FAKE_EXIT_HOLD_MS")) std::atexit(shut_down_at_exit);
+  });
   mark_initialized();
   return CUDA_SUCCESS;
 }

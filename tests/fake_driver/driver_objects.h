@@ -126,9 +126,17 @@ void destroy(T* object) {
   delete object;
 }
 
-// CUDA_ERROR_NOT_INITIALIZED until cuInit succeeded, as in the real driver.
-bool initialized();
+// What every entry point answers before its own work, as in the real driver:
+// CUDA_ERROR_NOT_INITIALIZED until cuInit succeeded, CUDA_ERROR_DEINITIALIZED once the driver
+// shut down as its process exits (only with GPUSHARE_FAKE_EXIT_HOLD_MS: context_api.cpp),
+// else CUDA_SUCCESS.
+CUresult driver_state();
+inline bool initialized() {
+  return driver_state() == CUDA_SUCCESS;
+}
 void mark_initialized();
+#define REQUIRE_INIT() \
+  if (CUresult state_ = driver_state(); state_ != CUDA_SUCCESS) return state_
 
 // The calling thread's current context (nullptr when none) and its device.
 Context* current_context();

@@ -13,9 +13,6 @@
 namespace gpushare::fake {
 namespace {
 
-#define REQUIRE_INIT() \
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
-
 // "spin_<microseconds>" -> that duration; any other name -> 0.
 uint64_t kernel_duration_ns(const char* name) {
   constexpr const char kPrefix[] = "spin_";
@@ -59,7 +56,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 
 CUresult launch_ex(const CUlaunchConfig* config, CUfunction f) {
   if (config == nullptr)
-    return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    return initialized() ? CUDA_ERROR_INVALID_VALUE : driver_state();
   return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                 config->blockDimY, config->blockDimZ, config->hStream);
 }
@@ -197,7 +194,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraph
 CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
                               size_t dep_count, const CUDA_KERNEL_NODE_PARAMS_v1* params) {
   if (params == nullptr)
-    return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    return initialized() ? CUDA_ERROR_INVALID_VALUE : driver_state();
   CUDA_KERNEL_NODE_PARAMS v2{};
   v2.func = params->func;
   return cuGraphAddKernelNode_v2(node, graph, deps, dep_count, &v2);

@@ -19,9 +19,6 @@
 namespace gpushare::fake {
 namespace {
 
-#define REQUIRE_INIT() \
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
-
 // Pitched rows are aligned like the real driver's texture pitch alignment.
 constexpr size_t kPitchAlignment = 512;
 

@@ -19,9 +19,6 @@
 namespace gpushare::fake {
 namespace {
 
-#define REQUIRE_INIT() \
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED
-
 // The real driver's granularity on current GPUs (2 MiB pages).
 constexpr size_t kGranularity = 2u << 20;
 

@@ -115,6 +115,43 @@ TEST_F(Oversubscription, ClientKilledMidSwapLeaksNoAccounting) {
   EXPECT_EQ(*free_bytes, kCapacity - asked);
 }
 
+// A swap-out requested while the opportunistic job exits, its CUDA driver already shut down (every
+// call answers CUDA_ERROR_DEINITIALIZED, as the real driver's do then): nothing moved, so the shim
+// neither warns once per allocation nor acknowledges a move the daemon would count as room; the
+// waiting production allocation goes through when the job is gone, before the swap timeout.
+TEST_F(Oversubscription, ASwapOutAsTheJobExitsWaitsForItsExit) {
+  constexpr int kAllocations = 4;
+  const uint64_t held = kCapacity / 10 * 8, asked = kCapacity / 10 * 6;
+  ChildProcess opp = start_client(dir, daemon.socket, "opp", "opportunistic",
+                                  {{"GPUSHARE_FAKE_EXIT_HOLD_MS", "2000"}});
+  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
+  ASSERT_TRUE(opp.running() && prod.running());
+  for (int i = 0; i < kAllocations; ++i)
+    ASSERT_TRUE(ok_number(opp.ask("alloc " + std::to_string(held / kAllocations))));
+  ASSERT_EQ(opp.ask("launch 1 0"), "ok");
+
+  ASSERT_TRUE(opp.send_line("exit"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return read_file(dir / "probe.stderr").find("fake driver: shut down") != std::string::npos;
+      },
+      5s));
+  pid_t opp_pid = opp.pid();
+  ASSERT_TRUE(prod.send_line("alloc " + std::to_string(asked)));
+  EXPECT_TRUE(eventually(
+      [&] { return memory_state(daemon.socket, opp_pid).value("state", "") == "swapping-out"; },
+      2s))
+      << daemon.log();
+  auto answer = prod.read_line(10s);
+  ASSERT_TRUE(answer) << daemon.log();
+  EXPECT_TRUE(ok_number(*answer)) << *answer << "\n" << daemon.log();
+  EXPECT_EQ(opp.wait(), 0);
+  EXPECT_FALSE(daemon.log_contains("swapped-out")) << daemon.log();
+  EXPECT_FALSE(daemon.log_contains("did not move to host")) << "admitted at the job's exit";
+  EXPECT_EQ(read_file(dir / "probe.stderr").find("cannot move"), std::string::npos)
+      << read_file(dir / "probe.stderr");
+}
+
 // Streaming swap-out: production's allocation is admitted once enough of the opportunistic job's
 // memory has left the device, not when all of it has. The job holds 0.8 C in 8 allocations and
 // each prefetch to host takes kPrefetchDelay in the fake driver; production's 0.6 C fits once 4
@@ -173,7 +210,8 @@ TEST_F(Oversubscription, ProductionIsAdmittedWhileTheSwapOutStillStreams) {
   EXPECT_EQ(device().bytes_of_pid(0, opp.pid()), 0u) << "all of its memory left the device";
   EXPECT_TRUE(eventually(
       [&] { return memory_state(daemon.socket, opp.pid()).value("state", "") == "swapped-out"; },
-      5s)) << "the daemon records the acknowledgement on its next tick";
+      5s))
+      << "the daemon records the acknowledgement on its next tick";
 
   // Paused until production frees; then it resumes with every buffer bit-identical.
   ASSERT_NO_FATAL_FAILURE(expect_paused_until_production_frees(opp, prod, *q, held));
