@@ -23,23 +23,29 @@ void CaptureExclusion::before_begin() {
 void CaptureExclusion::after_begin(CaptureKey key, bool began) {
   std::lock_guard lock(mutex_);
   --beginning_;
-  if (began) captures_.push_back(key);
+  if (began) captures_.push_back({key});
   changed_.notify_all();
 }
 
 void CaptureExclusion::after_end(CaptureKey key, bool over) {
   if (!over) return;
   std::lock_guard lock(mutex_);
-  auto it = std::find(captures_.begin(), captures_.end(), key);
+  auto it = std::find_if(captures_.begin(), captures_.end(),
+                         [&](const Capture& c) { return c.key == key; });
   if (it == captures_.end()) return;  // begun before the shim was loaded, or never counted
   captures_.erase(it);
   changed_.notify_all();
 }
 
+bool CaptureExclusion::move_must_wait() const {
+  return beginning_ > 0 || std::any_of(captures_.begin(), captures_.end(),
+                                       [](const Capture& c) { return !c.invalidated; });
+}
+
 bool CaptureExclusion::begin_move(std::chrono::milliseconds patience) {
   std::unique_lock lock(mutex_);
-  const bool clear =
-      changed_.wait_for(lock, patience, [this] { return captures_.empty() && beginning_ == 0; });
+  const bool clear = changed_.wait_for(lock, patience, [this] { return !move_must_wait(); });
+  for (Capture& c : captures_) c.invalidated = true;  // this move's synchronisation does it
   moving_ = true;
   return clear;
 }

@@ -91,7 +91,9 @@ class CaptureExclusion {
 
   // The swap thread's side. Waits until no capture is in progress, at most `patience`; from then
   // until end_move() captures wait. Returns false when the patience ran out with captures still
-  // in progress (the move goes ahead: the caller says so).
+  // in progress (the move goes ahead: the caller says so). A capture a move went ahead beside is
+  // not waited for again: that move invalidated it (a capture the program leaked, or one longer
+  // than the patience, delays one move, not every move until it ends).
   bool begin_move(std::chrono::milliseconds patience);
   void end_move();
 
@@ -103,7 +105,14 @@ class CaptureExclusion {
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<CaptureKey> captures_;
+  struct Capture {
+    CaptureKey key;
+    bool invalidated = false;  // a move went ahead beside it
+  };
+  // Whether a move must wait: a capture is beginning, or one in progress is still intact.
+  bool move_must_wait() const;
+
+  std::vector<Capture> captures_;
   int beginning_ = 0;  // cuStreamBeginCapture calls between before_begin and after_begin
   bool moving_ = false;
 };

@@ -89,6 +89,31 @@ TEST(CaptureExclusion, APatienceThatRunsOutLetsTheMoveGoAheadAndSaysSo) {
   EXPECT_EQ(captures.in_progress(), 2u);
 }
 
+// A move that went ahead beside a capture invalidated it: the next move does not wait for that
+// capture again (a leaked capture costs one patience, not one per move), but it waits for a
+// capture begun since, which is intact.
+TEST(CaptureExclusion, ACaptureAMoveWentAheadBesideIsNotWaitedForAgain) {
+  CaptureExclusion captures;
+  begin(captures, {kStream, 0});
+  EXPECT_FALSE(captures.begin_move(20ms));
+  captures.end_move();
+  auto again = std::async(std::launch::async, [&] {
+    bool clear = captures.begin_move(10s);  // waited for again: 10 s, then the test fails
+    captures.end_move();
+    return clear;
+  });
+  ASSERT_EQ(again.wait_for(5s), std::future_status::ready) << "the move waited for it again";
+  EXPECT_TRUE(again.get());
+  EXPECT_EQ(captures.in_progress(), 1u) << "it is still the program's to end";
+
+  begin(captures, {kOther, 0});
+  EXPECT_FALSE(captures.begin_move(20ms)) << "a capture begun since is intact: waited for";
+  captures.end_move();
+  captures.after_end({kStream, 0}, true);
+  captures.after_end({kOther, 0}, true);
+  EXPECT_EQ(captures.in_progress(), 0u);
+}
+
 TEST(CaptureKey, ThePerThreadStreamIsEachThreadsOwn) {
   const CaptureKey here = capture_key(nullptr, /*per_thread=*/true);
   CaptureKey there{};
