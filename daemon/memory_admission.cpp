@@ -109,17 +109,8 @@ void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m
                                     .leaving = use.leaving,
                                     .waiting = pending_bytes(broker_, device)};
   }
-  std::vector<policies::MovableJob> candidates;
-  if (!opportunistic) {
-    for (auto& [id, other] : parts_.registry.jobs()) {
-      const SwapState s = other.memory_state.state;
-      if (other.granted == JobClass::opportunistic &&
-          (s == SwapState::resident || s == SwapState::swapping_in || s == SwapState::prefetched))
-        candidates.push_back({id, job_swappable_resident(other, device)});
-    }
-  }
-  const policies::Admission decision =
-      policies::decide_admission(request, memory, std::move(candidates));
+  const policies::Admission decision = policies::decide_admission(
+      request, memory, opportunistic ? std::vector<policies::MovableJob>{} : movable_jobs(device));
 
   using policies::AdmissionVerdict;
   switch (decision.verdict) {
@@ -144,18 +135,35 @@ void MemoryService::admit(Connection& c, Job& job, const protocol::MemDeclare& m
   // Production waits behind earlier production allocations of the device while the chosen
   // opportunistic jobs move to host.
   Clock::time_point now = Clock::now();
-  for (uint64_t victim_id : decision.swap_out) {
-    Job* victim = parts_.registry.find(victim_id);
-    if (!victim) continue;
-    spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
-                 log_text(victim->name), victim->id, device,
-                 job_swappable_resident(*victim, device), log_text(job.name));
-    request_residency(*victim, /*to_host=*/true, now);
-  }
+  swap_out(decision.swap_out, job, device, now);
   broker_.pending.push_back(PendingAdmission{job.id, c.fd, device, m.handle, m.bytes, m.kind,
                                              m.flags, m.site, now + config.swap_timeout});
   // Served at once when it already fits, else on a later tick, once the victims have answered.
   serve_waiters(now);
+}
+
+std::vector<policies::MovableJob> MemoryService::movable_jobs(int device) {
+  std::vector<policies::MovableJob> candidates;
+  for (auto& [id, other] : parts_.registry.jobs()) {
+    const SwapState s = other.memory_state.state;
+    // Without a control block a job cannot be asked to move (request_residency).
+    if (other.granted == JobClass::opportunistic && other.block.page() &&
+        (s == SwapState::resident || s == SwapState::swapping_in || s == SwapState::prefetched))
+      candidates.push_back({id, job_swappable_resident(other, device)});
+  }
+  return candidates;
+}
+
+void MemoryService::swap_out(const std::vector<uint64_t>& victims, const Job& for_job, int device,
+                             Clock::time_point now) {
+  for (uint64_t victim_id : victims) {
+    Job* victim = parts_.registry.find(victim_id);
+    if (!victim) continue;
+    spdlog::info("swap-out job={} id={} device={} bytes={}: production job={} needs room",
+                 log_text(victim->name), victim->id, device,
+                 job_swappable_resident(*victim, device), log_text(for_job.name));
+    request_residency(*victim, /*to_host=*/true, now);
+  }
 }
 
 void MemoryService::expire_reservations(Clock::time_point now) {

@@ -61,8 +61,8 @@ uint64_t swappable_on_device(const Job& job, int device, uint64_t moved) {
   const uint64_t swappable = job_swappable(job, device);
   const uint64_t part = std::min(m.partly_on_device.value_or(swappable), swappable);
   switch (m.state) {
-    case SwapState::swapped_out:
-      return 0;
+    case SwapState::swapped_out:  // what its move could not take stays (memory_job.h)
+      return m.partly_on_device ? part : 0;
     case SwapState::prefetched:
       return part;
     case SwapState::swapping_in:
@@ -81,6 +81,10 @@ uint64_t resident_with(const Job& job, int device, uint64_t moved) {
          swappable_on_device(job, device, moved);
 }
 }  // namespace
+
+uint64_t job_swappable_total(const Job& job) {
+  return swappable_bytes(job, [](int) { return true; });
+}
 
 uint64_t job_swappable(const Job& job, int device) {
   auto it = job.memory_on.find(device);

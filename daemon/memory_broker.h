@@ -64,6 +64,7 @@ struct MemoryBroker {
 
 uint64_t job_bytes(const Job& job, int device);      // all it declared, reservations included
 uint64_t job_swappable(const Job& job, int device);  // its managed memory the shim can move
+uint64_t job_swappable_total(const Job& job);        // ... on all its devices
 // While it swaps out: the bytes of the current request its shim reports moved to host and
 // synchronised (control block swap_progress_*), clamped to its swappable memory; else 0.
 uint64_t job_swap_progress(const Job& job);

@@ -22,9 +22,11 @@ struct JobMemory {
   std::chrono::steady_clock::time_point requested;
   // A swap-in bounded to this many more bytes (rotation's prefetch); nullopt: all of it.
   std::optional<uint64_t> swap_in_bound;
-  // While only part of its swappable memory is on the device (prefetched, a bounded swap-in, or a
-  // swap-out that started from there): how much is, as its shim reported the moves (clamped to
-  // its swappable bytes wherever counted). nullopt: all of it or none, as the state says.
+  // While only part of its swappable memory is on the device (prefetched, a bounded swap-in, a
+  // swap-out that started from there, or one whose moves the driver refused in part: swapped out
+  // with the rest still on the device): how much is, as its shim reported the moves (clamped to
+  // its swappable bytes wherever counted; one count for all its devices, so a job on several
+  // errs toward production). nullopt: all of it or none, as the state says.
   std::optional<uint64_t> partly_on_device;
   // Set by `gpusharectl set-limit`: a limit (or, holding nullopt, "none") that replaces the
   // configured rule for this job. Absent: the configuration decides.

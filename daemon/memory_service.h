@@ -16,10 +16,12 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "client_hooks.h"
 #include "config.h"
 #include "connection_table.h"
+#include "gpushare/policies/admission.h"
 #include "gpushare/protocol/wire.h"
 #include "log_limiter.h"
 #include "memory_audit.h"
@@ -77,7 +79,8 @@ class MemoryService {
   // latest NVML reading.
   void tick(Clock::time_point now);
   // The waiting production allocations, in order per device, answered as room returns (or let
-  // through past memory.swap_timeout_ms).
+  // through past memory.swap_timeout_ms, or at once where nothing moving or movable can make the
+  // room: memory the driver refused to move stays on the device).
   void serve_waiters(Clock::time_point now);
 
   // memory_rotation.cpp: the rotation of `device` as `gpusharectl status` shows it; null while
@@ -89,6 +92,11 @@ class MemoryService {
 
  private:
   void check_declarations(Clock::time_point now);  // against NVML's readings (memory_audit.h)
+  // memory_admission.cpp: the opportunistic jobs whose memory on `device` could move to host,
+  // and the request that moves those chosen (for production job `for_job`).
+  std::vector<policies::MovableJob> movable_jobs(int device);
+  void swap_out(const std::vector<uint64_t>& victims, const Job& for_job, int device,
+                Clock::time_point now);
   void answer(uint64_t job_id, int fd, bool admitted);
   void swap_in_when_room(Clock::time_point now);  // without rotation
   void rotate_memory(Clock::time_point now);      // with rotation, each device

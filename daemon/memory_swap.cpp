@@ -153,13 +153,36 @@ void MemoryService::serve_waiters(Clock::time_point now) {
       continue;
     }
     std::optional<uint64_t> capacity = broker_.capacity(parts_.config.memory, p.device);
-    bool fits = !capacity || device_use(parts_.registry, p.device).resident + p.bytes <= *capacity;
-    if (!fits && now < p.deadline) {
+    const DeviceMemoryUse use = device_use(parts_.registry, p.device);
+    bool fits = !capacity || use.resident + p.bytes <= *capacity;
+    // Where no move to host is under way that could still make the room, more opportunistic
+    // memory is asked to move; where none is left to ask (what the driver refused to move stays
+    // on the device), waiting cannot help: the allocation goes through now, not at the timeout.
+    bool stuck = false;
+    if (!fits && now < p.deadline && use.leaving == 0) {
+      const policies::Admission more =
+          policies::decide_admission({.job_class = JobClass::production, .bytes = p.bytes},
+                                     policies::DeviceMemory{.capacity = *capacity,
+                                                            .resident = use.resident,
+                                                            .evictable = use.evictable,
+                                                            .leaving = 0,
+                                                            .waiting = 0},
+                                     movable_jobs(p.device));
+      swap_out(more.swap_out, *job, p.device, now);
+      stuck = more.swap_out.empty();
+    }
+    if (!fits && now < p.deadline && !stuck) {
       blocked.insert(p.device);
       ++it;
       continue;
     }
-    if (!fits)
+    if (stuck)
+      spdlog::warn(
+          "alloc pid={} job={} device={} bytes={}: no more opportunistic memory can move to "
+          "host (what the driver refused to move stays on the device); let through, the driver "
+          "decides",
+          job->peer.pid, log_text(job->name), p.device, p.bytes);
+    else if (!fits)
       spdlog::warn(
           "alloc pid={} job={} device={} bytes={}: opportunistic memory did not move to "
           "host within {} ms; let through, the driver decides",
@@ -200,8 +223,20 @@ void MemoryService::tick(Clock::time_point now) {
     const char* event = out ? "swapped-out" : prefetch ? "prefetched" : "swapped-in";
     if (out) {
       m.state = SwapState::swapped_out;
-      m.partly_on_device.reset();
+      // What the driver refused to move stays on the device, and its room is not production's
+      // (untrusted, like every count a shim writes: at most the job's swappable memory).
+      const uint64_t unmoved =
+          std::min(b->swap_unmoved_bytes.load(std::memory_order_relaxed), job_swappable_total(job));
+      if (unmoved > 0)
+        m.partly_on_device = unmoved;
+      else
+        m.partly_on_device.reset();
       ++m.swaps_out;
+      if (unmoved > 0)
+        spdlog::warn(
+            "swap-out pid={} job={} id={}: the driver refused to move {} bytes (the job's log "
+            "says why); they stay on the device and are not room for production",
+            job.peer.pid, log_text(job.name), job.id, unmoved);
     } else if (prefetch) {
       m.state = SwapState::prefetched;
       // Untrusted, like every count a shim writes: never more than the daemon asked for.

@@ -63,14 +63,20 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// What a move did: the bytes it moved, and those whose move the driver refused (they stay where
+// they were; the driver migrates them on demand).
+struct Moved {
+  uint64_t bytes = 0, refused = 0;
+};
+
 // Under the state's mutex: moves every tracked allocation that is not at `to` yet; towards the
 // device with `limit` > 0, only whole allocations while their sum stays within it (rotation's
-// prefetch: the rest comes at the job's turn). Returns the bytes moved. Towards the host with
-// `progress` set (a daemon's request), each allocation's prefetch is waited for and the bytes
-// known to have left the device are published there: the daemon admits a waiting production
-// allocation as soon as enough room is free (protocol/control_block.h, swap_progress_*).
-uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = nullptr,
-                  uint64_t limit = 0) {
+// prefetch: the rest comes at the job's turn). Towards the host with `progress` set (a daemon's
+// request), each allocation's prefetch is waited for and the bytes known to have left the device
+// are published there: the daemon admits a waiting production allocation as soon as enough room
+// is free (protocol/control_block.h, swap_progress_*).
+Moved move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = nullptr,
+               uint64_t limit = 0) {
   const DriverCalls& d = driver_calls();
   // The largest first: each step towards the host costs one synchronisation, and production
   // waits for a share of the room, not for a count of allocations, so big steps free what it
@@ -82,11 +88,13 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& x, const auto& y) { return x.second->bytes > y.second->bytes; });
   const bool streaming = progress && to == Residency::host && d.ctx_synchronize;
-  uint64_t moved = 0, confirmed = 0;
+  Moved moved;
+  uint64_t confirmed = 0, refusals = 0, first_refused = 0;
+  CUresult refusal = CUDA_SUCCESS;
   CUcontext synced = nullptr;
   for (const auto& [ptr, a] : order) {
     // The largest first, then smaller ones into the room a larger one did not fit.
-    if (limit > 0 && moved + a->bytes > limit) continue;
+    if (limit > 0 && moved.bytes + a->bytes > limit) continue;
     if (d.ctx_set_current && a->context) d.ctx_set_current(a->context);
     // Work already queued finishes before its memory leaves (the gate holds any new launch).
     if (a->context != synced && d.ctx_synchronize) d.ctx_synchronize(), synced = a->context;
@@ -101,14 +109,11 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
     // demand; asked again, it would fail again.
     a->where = to;
     if (r != CUDA_SUCCESS) {
-      log_warning(
-          "cannot move %llu bytes at 0x%llx to the %s (CUDA error %d): the driver will "
-          "migrate them on demand",
-          static_cast<unsigned long long>(a->bytes), static_cast<unsigned long long>(ptr),
-          to == Residency::host ? "host" : "device", static_cast<int>(r));
+      moved.refused += a->bytes;
+      if (refusals++ == 0) refusal = r, first_refused = ptr;
       continue;
     }
-    moved += a->bytes;
+    moved.bytes += a->bytes;
     // Only bytes whose prefetch completed are room the daemon may give away; a failed
     // synchronisation leaves them unconfirmed (the final acknowledgement still covers them).
     if (streaming && d.ctx_synchronize() == CUDA_SUCCESS) {
@@ -117,6 +122,16 @@ uint64_t move_all(SwapState& s, Residency to, std::atomic<uint64_t>* progress = 
     }
   }
   if (d.ctx_synchronize && synced) d.ctx_synchronize();
+  // One line a move, not one an allocation: a GPU without concurrent managed access refuses
+  // every prefetch, and a job may hold thousands of allocations.
+  if (refusals > 0)
+    log_warning(
+        "cannot move %llu of %zu allocations (%llu bytes, the first at 0x%llx) to the %s: CUDA "
+        "error %d; they stay where they are and the driver migrates them on demand",
+        static_cast<unsigned long long>(refusals), order.size(),
+        static_cast<unsigned long long>(moved.refused),
+        static_cast<unsigned long long>(first_refused), to == Residency::host ? "host" : "device",
+        static_cast<int>(refusal));
   const bool all_there = std::all_of(s.live.begin(), s.live.end(),
                                      [to](const auto& entry) { return entry.second.where == to; });
   s.residency = all_there ? to : Residency::host;
@@ -134,9 +149,9 @@ std::chrono::milliseconds capture_patience(const ControlBlock* block) {
 // move_all between the program's captures (stream_capture.h): its context synchronisations would
 // invalidate a capture in progress. Takes the state's mutex only once no capture is in progress,
 // since the program may allocate (track_swappable) inside a capture.
-uint64_t move_between_captures(SwapState& s, const ControlBlock* block, Residency to,
-                               std::atomic<uint64_t>* progress = nullptr, uint64_t limit = 0,
-                               Residency* now_at = nullptr) {
+Moved move_between_captures(SwapState& s, const ControlBlock* block, Residency to,
+                            std::atomic<uint64_t>* progress = nullptr, uint64_t limit = 0,
+                            Residency* now_at = nullptr) {
   const std::chrono::milliseconds patience = capture_patience(block);
   ExclusiveMove move(capture_exclusion(), patience);
   if (!move.clear())
@@ -145,7 +160,7 @@ uint64_t move_between_captures(SwapState& s, const ControlBlock* block, Residenc
         "moving its memory now may invalidate that capture",
         static_cast<long long>(patience.count()));
   std::lock_guard lock(s.mutex);
-  uint64_t moved = move_all(s, to, progress, limit);
+  Moved moved = move_all(s, to, progress, limit);
   if (now_at) *now_at = s.residency;
   return moved;
 }
@@ -212,13 +227,19 @@ void* swap_thread(void*) {
     const uint64_t limit = target == Residency::device
                                ? block->memory_target_bytes.load(std::memory_order_acquire)
                                : 0;
-    uint64_t start = now_ns(), moved = 0;
+    const uint64_t start = now_ns();
     Residency now_at = target;
     // Not `s.residency == target ? 0 : ...`: after a bounded move the memory is partly on the
     // device while `residency` says host; move_all passes over what is in place already.
-    moved = move_between_captures(s, block, target, &block->swap_progress_bytes, limit, &now_at);
+    const Moved moved =
+        move_between_captures(s, block, target, &block->swap_progress_bytes, limit, &now_at);
     if (driver_gone(s)) return nullptr;
-    block->swap_bytes.store(moved, std::memory_order_relaxed);
+    block->swap_bytes.store(moved.bytes, std::memory_order_relaxed);
+    // Towards the device a refused move leaves memory on host, which the daemon already counts
+    // on the device (it errs toward production); towards the host it is room the daemon must not
+    // give away.
+    block->swap_unmoved_bytes.store(target == Residency::host ? moved.refused : 0,
+                                    std::memory_order_relaxed);
     block->swap_ns.store(now_ns() - start, std::memory_order_relaxed);
     block->memory_residency.store(static_cast<uint32_t>(now_at), std::memory_order_relaxed);
     block->memory_done_seq.store(seq, std::memory_order_release);

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -113,10 +114,12 @@ protocol::MemDeclare declare(uint64_t handle, uint64_t bytes,
   return m;
 }
 
-// What the shim's swap thread writes when it has done the daemon's latest request.
-void acknowledge_move(Job& job, uint64_t bytes) {
+// What the shim's swap thread writes when it has done the daemon's latest request (`unmoved`:
+// bytes the driver refused to move to host).
+void acknowledge_move(Job& job, uint64_t bytes, uint64_t unmoved = 0) {
   protocol::ControlBlock* b = job.block.page();
   b->swap_bytes.store(bytes);
+  b->swap_unmoved_bytes.store(unmoved);
   b->swap_ns.store(1'000'000);
   b->memory_done_seq.store(b->memory_request_seq.load());
 }
@@ -178,6 +181,89 @@ TEST(MemoryService, ProductionBeyondWhatFitsWaitsWhileTheOpportunisticJobMovesTo
   // Production fits beside what is left only on host: the opportunistic job stays there, paused.
   EXPECT_EQ(batch.memory_state.state, SwapState::swapped_out);
   EXPECT_NE(b->paused.load() & protocol::kPausedForMemory, 0u);
+}
+
+// A swap-out the driver refused in part: what did not move is still on the device, so it is not
+// room; the waiting production allocation asks the next opportunistic job, and is admitted once
+// that one has moved. The refused bytes show in the job's report and in the views.
+TEST(MemoryService, WhatTheDriverRefusedToMoveStaysOnTheDeviceAndTheNextJobIsAsked) {
+  Memory s;
+  MemoryService memory = s.make();
+  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
+  Job& spare = s.add_job(JobClass::opportunistic, "spare", 6);
+  Job& serve = s.add_job(JobClass::production, "serve", 7);
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x1000, 50 * kMiB, MemDeclareFlags::swappable));
+  memory.admit(s.connection_of(spare), spare,
+               declare(0x2000, 40 * kMiB, MemDeclareFlags::swappable));
+  memory.admit(s.connection_of(serve), serve, declare(0x3000, 50 * kMiB));
+  ASSERT_EQ(memory.broker().pending.size(), 1u);
+  EXPECT_EQ(batch.memory_state.state, SwapState::swapping_out) << "the largest first";
+  EXPECT_EQ(spare.memory_state.state, SwapState::resident) << "enough room without it";
+
+  LogLines log;
+  acknowledge_move(batch, 20 * kMiB, /*unmoved=*/30 * kMiB);
+  memory.tick(Clock::now());
+  EXPECT_EQ(batch.memory_state.state, SwapState::swapped_out);
+  EXPECT_EQ(job_resident(batch, 0), 30 * kMiB) << "what did not move is on the device";
+  EXPECT_EQ(memory.broker().pending.size(), 1u) << "30 + 40 + 50 MiB do not fit 100";
+  EXPECT_EQ(spare.memory_state.state, SwapState::swapping_out) << "the next job is asked";
+  EXPECT_TRUE(log.contain("the driver refused to move 31457280 bytes")) << log.text();
+  EXPECT_FALSE(log.contain("let through")) << log.text();
+  const nlohmann::json report = job_memory_report(s.config.memory, batch, false);
+  EXPECT_EQ(report.value("unmoved_bytes", uint64_t{0}), 30 * kMiB);
+  EXPECT_EQ(report.value("on_host_bytes", uint64_t{0}), 20 * kMiB);
+
+  acknowledge_move(spare, 40 * kMiB);
+  memory.tick(Clock::now());
+  ASSERT_EQ(s.answers.size(), 3u);
+  EXPECT_EQ(s.answers[2].fd, 7);
+  EXPECT_EQ(s.answers[2].status, MemStatus::admitted);
+  EXPECT_EQ(job_bytes(serve, 0), 50 * kMiB);
+  // Beside serve's 50 MiB and batch's 30 still on the device, batch's 20 on host fit again:
+  // it comes back first (spare's 40 do not fit), and only those 20 MiB count as the swap-in's.
+  EXPECT_EQ(batch.memory_state.state, SwapState::swapping_in);
+  EXPECT_TRUE(log.contain("swap-in job=batch id=1 device=0 bytes=20971520")) << log.text();
+  EXPECT_EQ(spare.memory_state.state, SwapState::swapped_out);
+  EXPECT_FALSE(log.contain("let through")) << log.text();
+}
+
+// Where nothing else could move, waiting cannot make the room: the production allocation is
+// let through at once (the driver decides), not at memory.swap_timeout_ms.
+TEST(MemoryService, WhereNothingElseCanMoveTheWaiterIsLetThroughAtOnceSayingWhy) {
+  Memory s;
+  MemoryService memory = s.make();
+  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
+  Job& serve = s.add_job(JobClass::production, "serve", 6);
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
+  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  ASSERT_EQ(memory.broker().pending.size(), 1u);
+
+  LogLines log;
+  acknowledge_move(batch, 0, /*unmoved=*/80 * kMiB);
+  memory.tick(Clock::now());
+  ASSERT_EQ(s.answers.size(), 2u);
+  EXPECT_EQ(s.answers[1].status, MemStatus::admitted);
+  EXPECT_TRUE(log.contain("no more opportunistic memory can move to host")) << log.text();
+  EXPECT_FALSE(log.contain("within")) << "not the timeout's line: " << log.text();
+}
+
+// An acknowledgement that claims more refused than the job holds is clamped: a shim's counts
+// are untrusted.
+TEST(MemoryService, RefusedBytesBeyondTheJobsMemoryAreClamped) {
+  Memory s;
+  MemoryService memory = s.make();
+  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
+  Job& serve = s.add_job(JobClass::production, "serve", 6);
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
+  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  acknowledge_move(batch, 0, /*unmoved=*/UINT64_MAX);
+  memory.tick(Clock::now());
+  EXPECT_EQ(job_resident(batch, 0), 80 * kMiB);
+  EXPECT_EQ(job_memory_report(s.config.memory, batch, false).value("unmoved_bytes", uint64_t{0}),
+            80 * kMiB);
 }
 
 // Production that would not fit even with every opportunistic job on host is refused at once.

@@ -129,6 +129,15 @@ TEST(MemorySums, PartlyOnTheDeviceCountsWhatIsThere) {
     SCOPED_TRACE("an absurd count is worth at most its swappable bytes");
     expect(50, 40, 40);
   }
+  m.state = SwapState::swapped_out;
+  m.partly_on_device = 15 * kMiB;
+  {
+    SCOPED_TRACE(
+        "swapped out but for what the driver refused to move: on the device, not "
+        "evictable (a move would be refused again)");
+    expect(25, 15, 0);
+    EXPECT_EQ(device_use(registry, 0).leaving, 0u);
+  }
 }
 
 }  // namespace

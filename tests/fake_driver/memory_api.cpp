@@ -111,6 +111,20 @@ std::chrono::microseconds prefetch_to_host_delay() {
   return delay;
 }
 
+// GPUSHARE_FAKE_PREFETCH_FAILS=N: the process's first N prefetches that would move a managed
+// allocation to the host fail with CUDA_ERROR_INVALID_DEVICE, what a GPU without concurrent
+// managed access answers every prefetch, and move nothing (tests of a move the driver refuses).
+// Under g_lock.
+bool prefetch_to_host_refused() {
+  static uint64_t left = [] {
+    const char* v = getenv("GPUSHARE_FAKE_PREFETCH_FAILS");
+    return v ? strtoull(v, nullptr, 10) : 0;
+  }();
+  if (left == 0) return false;
+  --left;
+  return true;
+}
+
 // Device residency of managed memory: a prefetch that covers a whole managed allocation moves it
 // (to the host: its bytes leave the device; back: they count again, beyond the capacity if need
 // be, as unified memory oversubscribes). Partial ranges are accepted and move nothing.
@@ -139,6 +153,7 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, bool to_host, CUstream stream) 
   if (!found) return CUDA_ERROR_INVALID_VALUE;
   Allocation& a = *found;
   if (!moves(a, whole, to_host)) return CUDA_SUCCESS;
+  if (to_host && prefetch_to_host_refused()) return CUDA_ERROR_INVALID_DEVICE;
   if (to_host) {
     account_free(a.device, a.bytes, true, a.owner_pid);
   } else if (account_alloc(a.device, a.bytes, true) != MemoryResult::ok) {

@@ -152,6 +152,65 @@ TEST_F(Oversubscription, ASwapOutAsTheJobExitsWaitsForItsExit) {
       << read_file(dir / "probe.stderr");
 }
 
+// A move the driver refuses (a GPU without concurrent managed access refuses every prefetch):
+// the job that cannot move holds 0.45 C, another 0.4 C; production asks for 0.5 C. The daemon
+// first asks the larger job; its shim acknowledges what moved (nothing) and what the driver
+// refused, the daemon counts that as still on the device, asks the other job, and production is
+// admitted once that job's memory has left: its allocation then succeeds on the device. Counting
+// the refused move as room (as before) admitted production while the device was full, and its
+// allocation failed.
+TEST_F(Oversubscription, AMoveTheDriverRefusesIsNotRoomAndTheNextJobMoves) {
+  const uint64_t stuck_bytes = kCapacity / 40 * 18, other_bytes = kCapacity / 10 * 4,
+                 asked = kCapacity / 10 * 5;
+  ChildProcess stuck = start_client(dir, daemon.socket, "stuck", "opportunistic",
+                                    {{"GPUSHARE_FAKE_PREFETCH_FAILS", "1000"}});
+  ChildProcess other = start_client(dir, daemon.socket, "other", "opportunistic");
+  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
+  ASSERT_TRUE(stuck.running() && other.running() && prod.running());
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(ok_number(stuck.ask("alloc " + std::to_string(stuck_bytes / 2))));
+  ASSERT_TRUE(ok_number(other.ask("alloc " + std::to_string(other_bytes))));
+
+  auto q = ok_number(prod.ask("alloc " + std::to_string(asked), 20s));
+  ASSERT_TRUE(q) << "production must get its memory on the device\n" << daemon.log();
+  EXPECT_EQ(device().bytes_of_pid(0, stuck.pid()), stuck_bytes) << "the refused move";
+  EXPECT_EQ(device().bytes_of_pid(0, other.pid()), 0u) << "the next job moved";
+  EXPECT_TRUE(
+      daemon.log_contains("the driver refused to move " + std::to_string(stuck_bytes) + " bytes"))
+      << daemon.log();
+  EXPECT_FALSE(daemon.log_contains("let through")) << daemon.log();
+  // Its memory never left, so bringing it back takes no room: it resumes beside production.
+  EXPECT_TRUE(eventually(
+      [&] { return memory_state(daemon.socket, stuck.pid()).value("state", "") == "resident"; },
+      5s))
+      << daemon.log();
+  EXPECT_EQ(stuck.ask("launch 1 0"), "ok");
+  // One line for the move, not one per allocation.
+  const std::string shim_log = read_file(dir / "probe.stderr");
+  EXPECT_NE(shim_log.find("cannot move 2 of 2 allocations"), std::string::npos) << shim_log;
+}
+
+// Where nothing else can move, waiting for the timeout cannot make the room: the production
+// allocation is let through at once, saying why (the driver then decides, as on the GPU, where
+// it may evict managed pages).
+TEST_F(Oversubscription, WhereNothingElseCanMoveProductionIsLetThroughAtOnce) {
+  const uint64_t held = kCapacity / 10 * 8, asked = kCapacity / 10 * 6;
+  ChildProcess stuck = start_client(dir, daemon.socket, "stuck", "opportunistic",
+                                    {{"GPUSHARE_FAKE_PREFETCH_FAILS", "1000"}});
+  ChildProcess prod = start_client(dir, daemon.socket, "prod", "production");
+  ASSERT_TRUE(stuck.running() && prod.running());
+  ASSERT_TRUE(ok_number(stuck.ask("alloc " + std::to_string(held))));
+
+  auto asked_at = std::chrono::steady_clock::now();
+  auto answer = prod.ask("alloc " + std::to_string(asked), 20s);
+  const double waited_s = seconds_since(asked_at);
+  // The fake driver cannot evict: the allocation fails there, as the memory never left.
+  EXPECT_EQ(answer.rfind("ok", 0), std::string::npos) << answer;
+  EXPECT_LT(waited_s, 2.5) << "waited for the 5 s swap timeout\n" << daemon.log();
+  EXPECT_TRUE(daemon.log_contains("no more opportunistic memory can move to host")) << daemon.log();
+  EXPECT_FALSE(daemon.log_contains("did not move to host within")) << daemon.log();
+}
+
 // Streaming swap-out: production's allocation is admitted once enough of the opportunistic job's
 // memory has left the device, not when all of it has. The job holds 0.8 C in 8 allocations and
 // each prefetch to host takes kPrefetchDelay in the fake driver; production's 0.6 C fits once 4

@@ -134,6 +134,13 @@ struct alignas(64) ControlBlock {
   // 0: the shim's default, 1000. The daemon gives half its memory.swap_timeout_ms, so that a
   // production allocation waiting for the room is served before it would be let through.
   std::atomic<uint32_t> capture_patience_ms;
+
+  // Moves that fail (docs/memory.md, "A move that fails"). Added at the end: the offsets above
+  // are unchanged. Shim -> daemon, stored before memory_done_seq: of the last completed request
+  // towards the host, the bytes whose move the driver refused, which stay on the device (a GPU
+  // without concurrent managed access refuses every prefetch). Untrusted: the daemon clamps them
+  // to the job's swappable memory.
+  std::atomic<uint64_t> swap_unmoved_bytes;
 };
 
 static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
