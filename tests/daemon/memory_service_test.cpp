@@ -124,6 +124,21 @@ void acknowledge_move(Job& job, uint64_t bytes, uint64_t unmoved = 0) {
   b->memory_done_seq.store(b->memory_request_seq.load());
 }
 
+// An opportunistic job "batch" holding 80 MiB of swappable memory, and a production job "serve"
+// whose 60 MiB wait for batch to move to host.
+struct WaitingForRoom {
+  Job& batch;
+  Job& serve;
+};
+WaitingForRoom production_waiting_for_room(Memory& s, MemoryService& memory) {
+  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
+  Job& serve = s.add_job(JobClass::production, "serve", 6);
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
+  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  return {batch, serve};
+}
+
 TEST(MemoryService, ADeclarationWithinTheCapacityIsAdmittedAndTheViewsFollow) {
   Memory s;
   MemoryService memory = s.make();
@@ -185,7 +200,7 @@ TEST(MemoryService, ProductionBeyondWhatFitsWaitsWhileTheOpportunisticJobMovesTo
 
 // A swap-out the driver refused in part: what did not move is still on the device, so it is not
 // room; the waiting production allocation asks the next opportunistic job, and is admitted once
-// that one has moved. The refused bytes show in the job's report and in the views.
+// that one has moved. The refused bytes show in the job's report.
 TEST(MemoryService, WhatTheDriverRefusedToMoveStaysOnTheDeviceAndTheNextJobIsAsked) {
   Memory s;
   MemoryService memory = s.make();
@@ -233,11 +248,7 @@ TEST(MemoryService, WhatTheDriverRefusedToMoveStaysOnTheDeviceAndTheNextJobIsAsk
 TEST(MemoryService, WhereNothingElseCanMoveTheWaiterIsLetThroughAtOnceSayingWhy) {
   Memory s;
   MemoryService memory = s.make();
-  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
-  Job& serve = s.add_job(JobClass::production, "serve", 6);
-  memory.admit(s.connection_of(batch), batch,
-               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
-  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  auto [batch, serve] = production_waiting_for_room(s, memory);
   ASSERT_EQ(memory.broker().pending.size(), 1u);
 
   LogLines log;
@@ -254,11 +265,7 @@ TEST(MemoryService, WhereNothingElseCanMoveTheWaiterIsLetThroughAtOnceSayingWhy)
 TEST(MemoryService, RefusedBytesBeyondTheJobsMemoryAreClamped) {
   Memory s;
   MemoryService memory = s.make();
-  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
-  Job& serve = s.add_job(JobClass::production, "serve", 6);
-  memory.admit(s.connection_of(batch), batch,
-               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
-  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  auto [batch, serve] = production_waiting_for_room(s, memory);
   acknowledge_move(batch, 0, /*unmoved=*/UINT64_MAX);
   memory.tick(Clock::now());
   EXPECT_EQ(job_resident(batch, 0), 80 * kMiB);
@@ -411,11 +418,7 @@ TEST(MemoryService, AWaiterIsForgottenWhenItsClientLeftAndLetThroughPastTheTimeo
   Memory s;
   s.config.memory.swap_timeout = std::chrono::milliseconds(500);
   MemoryService memory = s.make();
-  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
-  Job& serve = s.add_job(JobClass::production, "serve", 6);
-  memory.admit(s.connection_of(batch), batch,
-               declare(0x1000, 80 * kMiB, MemDeclareFlags::swappable));
-  memory.admit(s.connection_of(serve), serve, declare(0x2000, 60 * kMiB));
+  auto [batch, serve] = production_waiting_for_room(s, memory);
   ASSERT_EQ(memory.broker().pending.size(), 1u);
 
   LogLines log;
