@@ -183,6 +183,12 @@ void job_families(Exposition& x, const MetricsSnapshot& s) {
   for (const JobSample& j : s.jobs)
     for (const JobMemorySample& m : j.memory)
       x.sample(job_labels(j, m.device), number(m.on_host_bytes));
+  x.family("gpushare_job_memory_unmoved_bytes", "gauge",
+           "Swappable memory of a swapped-out job that the driver refused to move to host: it "
+           "stays on the device.");
+  for (const JobSample& j : s.jobs)
+    for (const JobMemorySample& m : j.memory)
+      x.sample(job_labels(j, m.device), number(m.unmoved_bytes));
   x.family("gpushare_job_swaps_total", "counter",
            "Completed moves of the job's swappable memory, by direction.");
   for (const JobSample& j : s.jobs) {

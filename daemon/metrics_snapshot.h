@@ -42,6 +42,7 @@ struct JobMemorySample {
   uint64_t used_bytes = 0;              // declared on the device, reservations included
   std::optional<uint64_t> limit_bytes;  // none: no limit
   uint64_t on_host_bytes = 0;           // swapped out (or moving out) to host memory
+  uint64_t unmoved_bytes = 0;           // swapped out but for these: the driver refused to move
 };
 
 struct JobSample {

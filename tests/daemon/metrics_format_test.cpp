@@ -56,7 +56,7 @@ MetricsSnapshot two_jobs() {
   train.job_class = "opportunistic";
   train.launches = 7;
   train.paused = true;
-  train.memory.push_back({0, 2 << 20, uint64_t{4} << 20, 1 << 20});
+  train.memory.push_back({0, 2 << 20, uint64_t{4} << 20, 1 << 20, 1 << 19});
   train.swaps_out = 1;
   train.swapped_out_bytes = 1 << 20;
   s.jobs.push_back(train);
@@ -102,6 +102,7 @@ TEST(MetricsFormat, ShowsEveryFamilyWithItsValues) {
            "gpushare_job_memory_used_bytes{" + train + "} 2097152",
            "gpushare_job_memory_limit_bytes{" + train + "} 4194304",
            "gpushare_job_memory_on_host_bytes{" + train + "} 1048576",
+           "gpushare_job_memory_unmoved_bytes{" + train + "} 524288",
            "gpushare_job_swaps_total{" + train + R"(,direction="out"} 1)",
            "gpushare_job_swapped_bytes_total{" + train + R"(,direction="out"} 1048576)",
        })
