@@ -60,7 +60,9 @@ struct Rotation : ::testing::Test {
   bool run_to_the_end();
   // Turns of a minute from now on, so that the job seen prefetched stays so: its index, or -1.
   // `part`: what of it the daemon counts on the device, which is what the device holds of it.
+  // (Tried up to three times: try_to_hold_a_prefetched_job once.)
   int hold_a_prefetched_job(uint64_t* part);
+  int try_to_hold_a_prefetched_job(uint64_t* part);
   void expect_bit_identical();
   // Stops (SIGSTOP) the job at a moment when none of its memory is on the device; false if no
   // such moment came.
