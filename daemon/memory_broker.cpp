@@ -119,6 +119,10 @@ uint64_t job_swappable_resident(const Job& job, int device) {
   return swappable_on_device(job, device, job_moved_out(job, device));
 }
 
+uint64_t job_unmoved(const Job& job, int device) {
+  return job.memory_state.state == SwapState::swapped_out ? swappable_on_device(job, device, 0) : 0;
+}
+
 uint64_t job_unhonoured(const Job& job, int device) {
   const JobMemory& m = job.memory_state;
   auto it = m.unhonoured.find(device);

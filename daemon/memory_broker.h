@@ -73,6 +73,8 @@ uint64_t job_moved_out(const Job& job, int device);
 uint64_t job_resident(const Job& job, int device);  // what of it is on the device now
 // What of its swappable memory is on the device now (or coming: a swap-in counts what it brings).
 uint64_t job_swappable_resident(const Job& job, int device);
+// Of a swapped-out job, what the driver refused to move and stays on the device (memory_job.h).
+uint64_t job_unmoved(const Job& job, int device);
 // Its declared bytes that admission does not count: beyond what NVML sees its process hold
 // (memory_audit.h); at most its non-swappable bytes there.
 uint64_t job_unhonoured(const Job& job, int device);

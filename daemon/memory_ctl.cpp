@@ -41,8 +41,9 @@ json job_memory_report(const MemoryConfig& config, const Job& job, bool with_sit
   out["prefetched_bytes"] =
       m.state == SwapState::prefetched ? m.partly_on_device.value_or(0) : uint64_t{0};
   // Swapped out but for what the driver refused to move, which stays on the device (memory_job.h).
-  out["unmoved_bytes"] =
-      m.state == SwapState::swapped_out ? m.partly_on_device.value_or(0) : uint64_t{0};
+  uint64_t unmoved = 0;
+  for (const auto& [device, bytes] : job.memory_by_device()) unmoved += job_unmoved(job, device);
+  out["unmoved_bytes"] = unmoved;
   // Declarations checked against NVML (memory_audit.h): null when not measured.
   uint64_t unhonoured = 0;
   for (const auto& [device, bytes] : job.memory_by_device())

@@ -35,10 +35,8 @@ JobSample job_sample(const Job& job, const MemoryConfig& memory) {
   const JobMemory& m = job.memory_state;
   for (const auto& [device, bytes] : job.memory_by_device()) {
     uint64_t resident = job_resident(job, device);
-    uint64_t unmoved = m.state == SwapState::swapped_out
-                           ? std::min(m.partly_on_device.value_or(0), job_swappable(job, device))
-                           : 0;
-    j.memory.push_back({device, bytes, limit, bytes > resident ? bytes - resident : 0, unmoved});
+    j.memory.push_back(
+        {device, bytes, limit, bytes > resident ? bytes - resident : 0, job_unmoved(job, device)});
   }
   j.swaps_out = m.swaps_out;
   j.swaps_in = m.swaps_in;

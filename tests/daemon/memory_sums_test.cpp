@@ -97,6 +97,7 @@ TEST(MemorySums, PartlyOnTheDeviceCountsWhatIsThere) {
   {
     SCOPED_TRACE("swapped out");
     expect(10, 0, 0);
+    EXPECT_EQ(job_unmoved(job, 0), 0u);
   }
   m.state = SwapState::swapping_in;
   m.swap_in_bound = 20 * kMiB;
@@ -137,6 +138,7 @@ TEST(MemorySums, PartlyOnTheDeviceCountsWhatIsThere) {
         "evictable (a move would be refused again)");
     expect(25, 15, 0);
     EXPECT_EQ(device_use(registry, 0).leaving, 0u);
+    EXPECT_EQ(job_unmoved(job, 0), 15 * kMiB);
   }
 }
 
