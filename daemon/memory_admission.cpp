@@ -31,14 +31,17 @@ bool has(uint32_t flags, MemDeclareFlags f) {
 constexpr uint64_t kCommitSlack = uint64_t{2} << 20;
 
 // The admitted, unclaimed reservation of `job` on `device` that covers a commit of `bytes`
-// (claimed by it), or false: a commit must follow its reservation, else it is checked like one.
+// (claimed by it: from then on the commit holds its bytes, held_bytes), or false: a commit must
+// follow its reservation, else it is checked like one.
 bool claim_reservation(Job& job, int device, uint64_t bytes) {
   auto from = job.memory.lower_bound({device, protocol::kReservationTokenBit});
   for (auto it = from; it != job.memory.end() && it->first.first == device; ++it) {
-    DeclaredAllocation& r = it->second;
+    const DeclaredAllocation& r = it->second;
     if (r.claimed || !has(r.flags, MemDeclareFlags::reservation)) continue;
     if (bytes > r.bytes + std::max(r.bytes, kCommitSlack)) continue;
-    r.claimed = true;
+    DeclaredAllocation claimed = r;
+    claimed.claimed = true;
+    job.set_allocation(it->first, claimed);  // the job's sums no longer count its bytes
     return true;
   }
   return false;

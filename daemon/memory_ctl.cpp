@@ -17,10 +17,10 @@ json job_memory_report(const MemoryConfig& config, const Job& job, bool with_sit
   uint64_t swappable = 0, reserved = 0;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_site;  // site -> (bytes, allocations)
   for (const auto& [key, a] : job.memory) {
-    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable)) swappable += a.bytes;
-    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation))
-      reserved += a.bytes;
-    if (a.site) by_site[a.site].first += a.bytes, ++by_site[a.site].second;
+    const uint64_t bytes = held_bytes(a);
+    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable)) swappable += bytes;
+    if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation)) reserved += bytes;
+    if (a.site) by_site[a.site].first += bytes, ++by_site[a.site].second;
   }
   json out = {{"state", swap_state_name(m.state)},
               {"limit_bytes", limit ? json(*limit) : json(nullptr)},

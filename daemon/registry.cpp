@@ -36,14 +36,15 @@ bool is_reservation(const DeclaredAllocation& a) {
 void count_allocation(Job& job, int device, const DeclaredAllocation& a, int sign) {
   DeviceMemory& d = job.memory_on[device];
   bool swappable = a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable);
+  const uint64_t bytes = held_bytes(a);
   if (sign > 0) {
-    d.bytes += a.bytes;
-    if (swappable) d.swappable += a.bytes;
+    d.bytes += bytes;
+    if (swappable) d.swappable += bytes;
     ++d.allocations;
     job.reservations += is_reservation(a);
   } else {
-    d.bytes -= a.bytes;
-    if (swappable) d.swappable -= a.bytes;
+    d.bytes -= bytes;
+    if (swappable) d.swappable -= bytes;
     --d.allocations;
     job.reservations -= is_reservation(a);
     if (d.allocations == 0) job.memory_on.erase(device);

@@ -41,6 +41,14 @@ struct DeclaredAllocation {
   bool claimed = false;
 };
 
+// The bytes an allocation holds on its device. A claimed reservation holds none: the commit that
+// claimed it holds them, and counting both until the shim releases the reservation (right after
+// its allocation; a tick or more on a busy machine) showed less room than there was (a rotation's
+// prefetch decided then was 0 bytes).
+inline uint64_t held_bytes(const DeclaredAllocation& a) {
+  return a.claimed ? 0 : a.bytes;
+}
+
 // A job's declared memory on one device, summed as allocations come and go (// admission and the views read these sums instead of walking every allocation).
 struct DeviceMemory {
   uint64_t bytes = 0;      // reservations included

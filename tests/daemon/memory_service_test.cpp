@@ -341,6 +341,40 @@ TEST(MemoryService, AJobRefusedTooManyTimesInARowIsDropped) {
   EXPECT_EQ(s.answers.size(), 500u);  // the dropped request is not answered
 }
 
+// A commit that claims its reservation holds the reservation's room: the two are not counted
+// together in the moment before the shim releases the reservation (a tick or more on a busy
+// machine), so another job is admitted into what is left meanwhile.
+TEST(MemoryService, ACommitTakesItsReservationsRoomNotMoreInTheMomentBeforeItsRelease) {
+  Memory s;
+  MemoryService memory = s.make();
+  Job& batch = s.add_job(JobClass::opportunistic, "batch", 5);
+  Job& other = s.add_job(JobClass::opportunistic, "other", 6);
+  const uint64_t token = protocol::kReservationTokenBit | 1;
+  memory.admit(s.connection_of(batch), batch,
+               declare(token, 60 * kMiB, MemDeclareFlags::reservation));
+  EXPECT_EQ(job_bytes(batch, 0), 60 * kMiB);
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x1000, 60 * kMiB, MemDeclareFlags::committed));
+  ASSERT_EQ(s.answers.size(), 2u);
+  EXPECT_EQ(s.answers[1].status, MemStatus::admitted);
+  EXPECT_EQ(job_bytes(batch, 0), 60 * kMiB) << "the commit and its reservation, counted once";
+  EXPECT_EQ(batch.reservations, 1u) << "still waiting for its release";
+  EXPECT_EQ(batch.block.page()->memory_views[0].free_bytes.load(), kCapacity - 60 * kMiB);
+  EXPECT_EQ(job_memory_report(s.config.memory, batch, false)["reserved_bytes"], 0u);
+
+  memory.admit(s.connection_of(other), other, declare(0x2000, 40 * kMiB));
+  EXPECT_EQ(s.answers.back().status, MemStatus::admitted) << "the 40 MiB left";
+
+  ASSERT_TRUE(batch.erase_allocation({0, token}));  // the shim's release of the reservation
+  memory.released(batch, 0);
+  EXPECT_EQ(job_bytes(batch, 0), 60 * kMiB);
+  EXPECT_EQ(batch.reservations, 0u);
+  // A second commit finds no reservation to claim: checked like one, and the device is full.
+  memory.admit(s.connection_of(batch), batch,
+               declare(0x3000, 10 * kMiB, MemDeclareFlags::committed));
+  EXPECT_EQ(s.answers.back().status, MemStatus::refused);
+}
+
 // A reservation the shim never releases (its allocation never made) stops counting after
 // kReservationLifetime, and its room is admitted to others.
 TEST(MemoryService, AReservationNeverUsedExpiresAndFreesItsRoom) {

@@ -88,10 +88,10 @@ bool Rotation::run_to_the_end() {
 
 int Rotation::hold_a_prefetched_job(uint64_t* part) {
   // Turns held for a minute, so that the prefetched job stays so. The room a prefetch gets is
-  // decided at the switch before it; on a busy machine that switch can fall where the daemon
-  // counts some allocation twice (its reservation, released by the shim just after the commit,
-  // beside it: 2026-12-07, CI, a prefetch of 0 bytes held for the minute). Then turns resume for
-  // a moment and the hold is tried again.
+  // decided at the switch before it; on a busy machine that switch can fall where the room is
+  // not yet what it will be (2026-12-07, CI: the daemon then counted an allocation's reservation
+  // beside its commit, which no longer happens, and a prefetch of 0 bytes was held for the
+  // minute). Then turns resume for a moment and the hold is tried again.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (attempt > 0) {
       daemon.write_config(rotation_config(trace));
