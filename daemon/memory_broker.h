@@ -62,7 +62,8 @@ struct MemoryBroker {
   std::optional<uint64_t> capacity(const MemoryConfig& config, int device) const;
 };
 
-uint64_t job_bytes(const Job& job, int device);      // all it declared, reservations included
+// All it declared there (each allocation's held_bytes: unclaimed reservations too).
+uint64_t job_bytes(const Job& job, int device);
 uint64_t job_swappable(const Job& job, int device);  // its managed memory the shim can move
 uint64_t job_swappable_total(const Job& job);        // ... on all its devices
 // While it swaps out: the bytes of the current request its shim reports moved to host and

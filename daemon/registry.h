@@ -49,9 +49,10 @@ inline uint64_t held_bytes(const DeclaredAllocation& a) {
   return a.claimed ? 0 : a.bytes;
 }
 
-// A job's declared memory on one device, summed as allocations come and go (// admission and the views read these sums instead of walking every allocation).
+// A job's declared memory on one device, summed as allocations come and go (admission and the
+// views read these sums instead of walking every allocation), each allocation's held_bytes.
 struct DeviceMemory {
-  uint64_t bytes = 0;      // reservations included
+  uint64_t bytes = 0;      // unclaimed reservations included
   uint64_t swappable = 0;  // of them, flagged swappable
   size_t allocations = 0;
 };
