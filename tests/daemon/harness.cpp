@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -108,6 +109,12 @@ ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
   if (pipe2(out, O_CLOEXEC) != 0) return c;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  // A sanitized build's options (scripts/test-sanitizers.sh: no leak checks) reach the children
+  // whose environment a test replaces: with LeakSanitizer on, a preloaded child's exit reports
+  // the shim's process-long globals and fails with 1 before its buffered output is written.
+  for (const char* name : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"})
+    if (const char* value = std::getenv(name); value && !env.count(name))
+      env_strings.push_back(std::string(name) + "=" + value);
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
