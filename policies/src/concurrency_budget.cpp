@@ -631,13 +631,13 @@ bool ConcurrencyBudget::learning() const {
   return !beside || beside->samples < settings_.doubt_samples;
 }
 
-RunMode ConcurrencyBudget::next_period(RunMode finished, double length) {
+RunMode ConcurrencyBudget::next_period(RunMode finished, double length, bool demand) {
   length = std::max(0.0, length);
   bool jumped = false;
   for (auto& [id, series] : series_) jumped = close_period(series, finished) || jumped;
   if (jumped) relearn();
   for (double& weight : ran_) weight *= std::pow(1 - 1 / kDebtMemory, length);
-  ran_[index(finished)] += length;
+  if (demand) ran_[index(finished)] += length;
   const ModeMeasures m = measures();
   const double debt = loss_debt(ran_, m, settings_);
   const std::array<double, kRunModes> share = mode_shares(m, settings_, debt);

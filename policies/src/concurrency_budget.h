@@ -486,7 +486,17 @@ class ConcurrencyBudget {
   // its share of the time, spread evenly (smooth weighted round robin, weighted by length).
   // A brief mode (brief_exposure) is not run twice in a row: its credit beyond one period is
   // forgone, so that it does not run longer later to make up for it.
-  RunMode next_period(RunMode finished, double length = 1);
+  // `demand`: whether some opportunistic job wanted to run in the period (a paused one: waited
+  // at its gate). A period in which none did shared nothing, whatever its mode, and is left out
+  // of the recent periods (ran_: loss_debt, reference_kept), as if it had not been run: the
+  // budget then meets the job's return as it meets a job that never idled. Counted as their
+  // mode, the periods of an opportunistic job idle by its own choice
+  // (loading, starting up) beside busy production became a debt once the mode's cost was known:
+  // on the H100 (S1a, 2026-12-07) after 8 s of production alone beside an idle opportunistic
+  // job, a fresh daemon read beside's 36 % cost and held beside for the whole 7.6 s left of the
+  // benchmark's window, where the others, whose job had not idled as long, ran it again after
+  // 1-3 s.
+  RunMode next_period(RunMode finished, double length = 1, bool demand = true);
   // Whether `mode` runs one window at a time (brief_exposure, worst over the production jobs;
   // paused never).
   bool brief(RunMode mode) const;

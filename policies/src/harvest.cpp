@@ -561,6 +561,7 @@ class HarvestPolicy final : public Policy {
     bool demand = false;
     for (const auto& [id, job] : opportunistic_) demand = demand || job.wants_to_run;
     const bool measured = !settling && !held && (mode_ == RunMode::paused || demand);
+    period_demand_ = period_demand_ || demand;
     std::set<uint64_t> alive;
     double opportunistic_launches = 0;
     std::optional<double> busiest;  // the busiest measured production job's in-flight share
@@ -625,6 +626,7 @@ class HarvestPolicy final : public Policy {
       // toward the first paused period after it, which then ends on a window it measures (its
       // busy share tells a server before beside first runs: brief_exposure).
       period_ns_ = 0;
+      period_demand_ = false;
       if (mode_ != RunMode::paused) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
       mode_ = RunMode::paused;
       return;
@@ -632,9 +634,11 @@ class HarvestPolicy final : public Policy {
     if (!period_over) return;
     // The period's length in periods of the others (a paused one is shorter), for the budget's
     // shares of production's time.
-    const RunMode next =
-        budget_.next_period(mode_, in_windows(period_ns_, device.window_ns) /
-                                       period_windows(busy_period_ns(), device.window_ns));
+    // A period in which no opportunistic job wanted to run ran nothing beside production.
+    const RunMode next = budget_.next_period(mode_,
+                                             in_windows(period_ns_, device.window_ns) /
+                                                 period_windows(busy_period_ns(), device.window_ns),
+                                             period_demand_);
     // A brief mode is measured from its first window where nothing or little of the
     // opportunistic jobs was queued before it: after paused, or gated (the in-flight bound, run
     // in production's gaps); beside's queue (queue_ms) would spill into it.
@@ -642,6 +646,7 @@ class HarvestPolicy final : public Policy {
     if (next != mode_ && !at_once) settling_windows_ = std::max<uint32_t>(settling_windows_, 1);
     mode_ = next;
     period_ns_ = 0;
+    period_demand_ = false;
   }
 
   // Whether production, back from idle now, would run beside the opportunistic jobs at no cost
@@ -755,6 +760,7 @@ class HarvestPolicy final : public Policy {
 
   void reset_period() {
     period_ns_ = 0;
+    period_demand_ = false;
     period_blocked_ = false;
     period_opportunistic_launches_ = 0;
     for (auto& [id, job] : production_) job.period_progress = 0;
@@ -924,6 +930,7 @@ class HarvestPolicy final : public Policy {
 
   // The period in progress.
   uint64_t period_ns_ = 0;
+  bool period_demand_ = false;  // some opportunistic job wanted to run in the period so far
   bool period_blocked_ = false;
   uint64_t period_opportunistic_launches_ = 0;
 
