@@ -1405,6 +1405,20 @@ Outcome run_concurrency(const Case& c, int seconds = 60, int measured_from_s = 1
   return outcome;
 }
 
+// run_concurrency's production, opportunistic gain and shares, averaged over seeds 1..runs.
+Outcome mean_over_seeds(Case c, int runs, int seconds, int measured_from_s) {
+  Outcome mean;
+  for (unsigned seed = 1; seed <= static_cast<unsigned>(runs); ++seed) {
+    c.seed = seed;
+    const Outcome o = run_concurrency(c, seconds, measured_from_s);
+    mean.production += o.production / runs;
+    mean.opportunistic += o.opportunistic / runs;
+    mean.paused += o.paused / runs;
+    mean.beside += o.beside / runs;
+  }
+  return mean;
+}
+
 // Fresh daemons (seeds 1 to `runs`) of `c`: their mean outcome, and how many held the
 // opportunistic job back (gave it less than half of its gain beside).
 struct Fleet {
@@ -2032,14 +2046,7 @@ TEST(HarvestConcurrency, AClearReadingKeepsTheLearningsPausesAsTheReference) {
     c.start_up_windows = 10;
     c.on_mps = true;
     c.clear_margin = clear_margin;
-    Outcome mean;
-    constexpr int kRuns = 200;
-    for (unsigned seed = 1; seed <= kRuns; ++seed) {
-      c.seed = seed;
-      const Outcome o = run_concurrency(c, 4, 1);
-      mean.production += o.production / kRuns;
-      mean.opportunistic += o.opportunistic / kRuns;
-    }
+    const Outcome mean = mean_over_seeds(c, 200, 4, 1);
     std::printf(
         "fresh 4 s, beside cost %.2f, clear_margin %.0f: production %.3f, opportunistic %.3f\n",
         c.beside_cost, clear_margin, mean.production, mean.opportunistic);
@@ -2447,15 +2454,8 @@ TEST(HarvestConcurrency, AnOpportunisticJobIdleAtFirstIsMetAsAFreshOne) {
     c.start_up_windows = 10;
     c.on_mps = true;
     c.idle_windows = idle_windows;
-    Outcome mean;
-    constexpr int kRuns = 20;
-    for (unsigned seed = 1; seed <= kRuns; ++seed) {
-      c.seed = seed;
-      const int start_s = idle_windows / 20;
-      const Outcome o = run_concurrency(c, start_s + 8, start_s + 1);
-      mean.production += o.production / kRuns;
-      mean.opportunistic += o.opportunistic / kRuns;
-    }
+    const int start_s = idle_windows / 20;
+    const Outcome mean = mean_over_seeds(c, 20, start_s + 8, start_s + 1);
     std::printf("idle for %d windows first: production %.3f, opportunistic %.3f\n", idle_windows,
                 mean.production, mean.opportunistic);
     return mean;
