@@ -17,8 +17,8 @@ json job_memory_report(const MemoryConfig& config, const Job& job, bool with_sit
   uint64_t swappable = 0, reserved = 0;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_site;  // site -> (bytes, allocations)
   for (const auto& [key, a] : job.memory) {
+    if (a.claimed) continue;  // a claimed reservation: its commit is the allocation
     const uint64_t bytes = held_bytes(a);
-    if (bytes == 0) continue;  // a claimed reservation: its commit is the allocation
     if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::swappable)) swappable += bytes;
     if (a.flags & static_cast<uint32_t>(protocol::MemDeclareFlags::reservation)) reserved += bytes;
     if (a.site) by_site[a.site].first += bytes, ++by_site[a.site].second;
